@@ -1,0 +1,113 @@
+//! `chan`: plays a bank channel for one transfer, for demos and for operators checking a
+//! relay by hand. It sends exactly what it is told, once: resending is the caller's choice.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use ledger::wire::{self, Transfer};
+
+/// Sends one transfer request to the relay and prints the decoded reply.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The relay's address.
+    #[arg(long, env = "CHAN_RELAY", default_value = "127.0.0.1:9200")]
+    relay: String,
+    /// The request's GUID (1-36 of [0-9A-Za-z._-]); resend by reusing it.
+    #[arg(long)]
+    guid: String,
+    /// Debit account (up to 14 digits, zero-padded).
+    #[arg(long, default_value = "00000000000001")]
+    from: String,
+    /// Credit account (up to 14 digits, zero-padded).
+    #[arg(long, default_value = "00000000000002")]
+    to: String,
+    /// Amount in minor units.
+    #[arg(long)]
+    amount: u64,
+    /// Memo, at most 40 bytes; the simulator reads SLOW, DROP, FAIL500, REJECT prefixes.
+    #[arg(long, default_value = "")]
+    memo: String,
+    /// How long to wait for the reply.
+    #[arg(long, default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Print the reply message's raw bytes (without length prefix) instead of decoding it.
+    #[arg(long)]
+    raw: bool,
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("chan: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let msg = wire::encode_request(&Transfer {
+        guid: args.guid,
+        from_account: args.from,
+        to_account: args.to,
+        amount: args.amount,
+        memo: args.memo,
+    })
+    .context("cannot build the request")?;
+    let timeout = Duration::from_millis(args.timeout_ms.max(1));
+    let addr = args
+        .relay
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {}", args.relay))?
+        .next()
+        .with_context(|| format!("no address for {}", args.relay))?;
+    let mut s = TcpStream::connect_timeout(&addr, timeout)
+        .with_context(|| format!("cannot connect to the relay at {addr}"))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    s.write_all(&wire::frame(&msg)).context("cannot send")?;
+    let mut prefix = [0u8; wire::PREFIX_LEN];
+    s.read_exact(&mut prefix)
+        .context("no reply from the relay")?;
+    let Some(len) = wire::parse_len(&prefix) else {
+        bail!(
+            "reply length prefix {:?} is not 4 digits",
+            String::from_utf8_lossy(&prefix)
+        );
+    };
+    let mut reply = vec![0u8; len];
+    s.read_exact(&mut reply).context("reply cut short")?;
+    let mut out = std::io::stdout().lock();
+    if args.raw {
+        out.write_all(&reply)?;
+        return Ok(out.flush()?);
+    }
+    let r = wire::parse_reply(&reply).map_err(anyhow::Error::msg)?;
+    match r.booking {
+        Some(b) => writeln!(
+            out,
+            "{} {} core_ref={} amount={} booked_at={}",
+            r.guid, r.code, b.core_ref, b.amount, b.booked_at
+        )?,
+        None => writeln!(out, "{} {} {}", r.guid, r.code, describe(&r.code))?,
+    }
+    Ok(())
+}
+
+/// The result codes of the contract, in words.
+fn describe(code: &str) -> &'static str {
+    match code {
+        "E900" => "malformed request",
+        "E901" => "outcome unknown",
+        "E902" => "not sent: core unreachable",
+        "E903" => "in flight, try later",
+        "E904" => "GUID already used for another request",
+        "E905" => "ledger not writable",
+        _ => "rejected by the core",
+    }
+}

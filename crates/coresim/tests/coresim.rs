@@ -1,0 +1,274 @@
+//! Black-box tests: the real binary on a free port, spoken to over raw TCP so that
+//! what goes over the wire (including nothing at all, for DROP) is what is checked.
+
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A running simulator, killed when the test ends however it ends.
+struct Core {
+    child: Child,
+    addr: String,
+}
+
+impl Core {
+    fn start(extra: &[&str]) -> Core {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_coresim"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn coresim");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read first line");
+        let addr = line
+            .trim_end()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Core { child, addr }
+    }
+
+    fn connect(&self) -> TcpStream {
+        let stream = TcpStream::connect(&self.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("set timeout");
+        stream
+    }
+
+    fn request(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
+        let mut stream = self.connect();
+        send(&mut stream, method, path, body, true);
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read response");
+        parse_response(&raw)
+    }
+
+    fn post(&self, guid: &str, memo: &str) -> (u16, Value) {
+        self.request("POST", "/v1/transfers", &transfer(guid, memo))
+    }
+
+    fn stats(&self) -> Value {
+        let (status, stats) = self.request("GET", "/_stats", "");
+        assert_eq!(status, 200);
+        stats
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn transfer(guid: &str, memo: &str) -> String {
+    json!({
+        "guid": guid,
+        "tx_code": "TRNF",
+        "from_account": "00000000000001",
+        "to_account": "00000000000002",
+        "amount": 1500,
+        "memo": memo,
+    })
+    .to_string()
+}
+
+fn send(stream: &mut TcpStream, method: &str, path: &str, body: &str, close: bool) {
+    let connection = if close { "Connection: close\r\n" } else { "" };
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: core\r\n{connection}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream
+        .write_all(format!("{head}{body}").as_bytes())
+        .expect("send request");
+}
+
+fn parse_response(raw: &[u8]) -> (u16, Value) {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {text:?}"));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line in {head:?}"));
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{head}"
+    );
+    let body = serde_json::from_str(body).unwrap_or(Value::Null);
+    (status, body)
+}
+
+/// Reads until the server closes; the connection must end promptly and empty.
+fn assert_hung_up_silently(mut stream: TcpStream) {
+    let started = Instant::now();
+    let mut raw = Vec::new();
+    match stream.read_to_end(&mut raw) {
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+        Err(e) => panic!(
+            "expected EOF or reset, got {e} after {:?}",
+            started.elapsed()
+        ),
+    }
+    assert!(raw.is_empty(), "got response bytes: {raw:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn every_post_books_anew() {
+    let core = Core::start(&[]);
+    let (s1, first) = core.post("G1", "rent");
+    let (s2, second) = core.post("G1", "rent");
+    assert_eq!((s1, s2), (200, 200));
+    assert_eq!(first["guid"], "G1");
+    assert_eq!(first["amount"], 1500);
+    assert_ne!(first["core_ref"], second["core_ref"]);
+    for core_ref in [&first["core_ref"], &second["core_ref"]] {
+        let core_ref = core_ref.as_str().expect("core_ref is a string");
+        assert!(
+            core_ref.len() == 18 && core_ref.starts_with('C'),
+            "{core_ref}"
+        );
+    }
+
+    let stats = core.stats();
+    assert_eq!(stats["bookings"], 2);
+    assert_eq!(stats["by_guid"], json!({"G1": 2}));
+}
+
+#[test]
+fn inquiry_returns_first_booking_or_404_and_is_counted() {
+    let core = Core::start(&[]);
+    let (_, first) = core.post("G1", "rent");
+    core.post("G1", "rent");
+
+    assert_eq!(core.request("GET", "/v1/transfers/G1", ""), (200, first));
+    let (status, body) = core.request("GET", "/v1/transfers/NOPE", "");
+    assert_eq!(status, 404);
+    assert_eq!(body["code"], "N404");
+
+    assert_eq!(core.stats()["inquiries"], 2);
+}
+
+#[test]
+fn reject_and_fail500_book_nothing() {
+    let core = Core::start(&[]);
+    let (status, body) = core.post("R1", "REJECT please");
+    assert_eq!(status, 422);
+    assert_eq!(body["code"], "B001");
+    assert_eq!(core.post("F1", "FAIL500").0, 500);
+
+    let stats = core.stats();
+    assert_eq!(stats["bookings"], 0);
+    assert_eq!(stats["by_guid"], json!({}));
+}
+
+#[test]
+fn malformed_requests_are_400_and_book_nothing() {
+    let core = Core::start(&[]);
+    for body in ["{not json", r#"{"guid":"G1","memo":"rent"}"#] {
+        let (status, answer) = core.request("POST", "/v1/transfers", body);
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(answer["code"], "B400");
+    }
+    assert_eq!(core.request("GET", "/nowhere", "").0, 404);
+    assert_eq!(core.stats()["bookings"], 0);
+}
+
+#[test]
+fn drop_books_then_hangs_up_without_a_byte() {
+    let core = Core::start(&[]);
+    let mut stream = core.connect();
+    send(
+        &mut stream,
+        "POST",
+        "/v1/transfers",
+        &transfer("D1", "DROP"),
+        true,
+    );
+    assert_hung_up_silently(stream);
+
+    // A keep-alive client is the harder case: tiny_http would keep reading it.
+    let mut stream = core.connect();
+    send(
+        &mut stream,
+        "POST",
+        "/v1/transfers",
+        &transfer("D1", "DROP"),
+        false,
+    );
+    assert_hung_up_silently(stream);
+
+    assert_eq!(core.stats()["by_guid"], json!({"D1": 2}));
+}
+
+#[test]
+fn slow_books_after_the_delay_even_for_a_departed_client() {
+    let core = Core::start(&["--slow-ms", "300"]);
+
+    let mut departed = core.connect();
+    send(
+        &mut departed,
+        "POST",
+        "/v1/transfers",
+        &transfer("S0", "SLOW"),
+        true,
+    );
+    drop(departed);
+
+    let started = Instant::now();
+    let (status, body) = core.post("S1", "SLOW");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(status, 200);
+    assert_eq!(body["guid"], "S1");
+
+    // S0 was sent first with the same delay; give it a little slack to finish.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while core.stats()["by_guid"].get("S0").is_none() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(core.stats()["by_guid"], json!({"S0": 1, "S1": 1}));
+}
+
+#[test]
+fn slow_requests_proceed_concurrently() {
+    let core = Core::start(&["--slow-ms", "300"]);
+    let started = Instant::now();
+    thread::scope(|scope| {
+        let handles: Vec<_> = (0..60)
+            .map(|i| {
+                let core = &core;
+                scope.spawn(move || core.post(&format!("P{i}"), "SLOW").0)
+            })
+            .collect();
+        for handle in handles {
+            assert_eq!(handle.join().expect("client thread"), 200);
+        }
+    });
+    // Serialised, 60 × 300 ms would be 18 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(core.stats()["bookings"], 60);
+}

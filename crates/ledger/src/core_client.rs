@@ -1,0 +1,489 @@
+//! The HTTP client to the core (contract §3) and the classification of its failures.
+//!
+//! The whole safety of the relay rests on one split: `NotSent` only where the request
+//! provably never left this process (name resolution failed, connection refused, connect
+//! timed out), and `Unknown` for everything else, because the core may have booked it.
+
+use std::fmt;
+use std::io;
+use std::net::ToSocketAddrs;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use ureq::http::Uri;
+use ureq::{Error, Timeout};
+
+use crate::wire::{self, BOOKING_BODY_LEN, Code, TX_TRNF, Transfer};
+
+/// Largest core answer we read; anything longer is not a booking and is cut (→ unknown).
+const MAX_BODY: u64 = 64 * 1024;
+
+/// What a POST of a transfer came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Booked: the 45-byte reply body built from the core's JSON.
+    Booked([u8; BOOKING_BODY_LEN]),
+    /// A definitive business rejection: not booked.
+    Rejected(Code),
+    /// The request never left: safe to send again.
+    NotSent(String),
+    /// The core may or may not have booked it.
+    Unknown(String),
+}
+
+/// What an inquiry (`GET /v1/transfers/{guid}`) came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inquiry {
+    Booked([u8; BOOKING_BODY_LEN]),
+    /// The core says it never booked this GUID.
+    NotFound,
+    /// No usable answer: settle nothing.
+    Error(String),
+}
+
+/// The core's URL was not usable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadCoreUrl(pub String);
+
+impl fmt::Display for BadCoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadCoreUrl {}
+
+/// The body of a POST, in the contract's field order.
+#[derive(Serialize)]
+struct TransferJson<'a> {
+    guid: &'a str,
+    tx_code: &'a str,
+    from_account: &'a str,
+    to_account: &'a str,
+    amount: u64,
+    memo: &'a str,
+}
+
+#[derive(Deserialize)]
+struct BookingJson {
+    guid: Option<String>,
+    core_ref: String,
+    amount: u64,
+    booked_at: String,
+}
+
+#[derive(Deserialize)]
+struct RejectionJson {
+    code: String,
+}
+
+pub struct CoreClient {
+    agent: ureq::Agent,
+    base: String,
+    /// `host:port`, resolved by us before each call so that a name that does not resolve is
+    /// known for certain to be "not sent" (ureq reports it as an uncategorised I/O error).
+    authority: String,
+}
+
+impl CoreClient {
+    /// `connect` bounds establishing the TCP connection; `read` bounds each later phase
+    /// (sending, waiting for the answer, reading its body). There is no global timeout: it
+    /// would not tell which phase failed.
+    pub fn new(
+        base_url: &str,
+        connect: Duration,
+        read: Duration,
+    ) -> Result<CoreClient, BadCoreUrl> {
+        let bad = |why: &str| BadCoreUrl(format!("core URL {base_url:?}: {why}"));
+        let uri: Uri = base_url.parse().map_err(|e| bad(&format!("{e}")))?;
+        if uri.scheme_str() != Some("http") {
+            return Err(bad("only http:// is supported"));
+        }
+        let host = uri.host().ok_or_else(|| bad("no host"))?;
+        if uri.query().is_some() {
+            return Err(bad("a query string is not allowed"));
+        }
+        let authority = format!("{host}:{}", uri.port_u16().unwrap_or(80));
+        let config = ureq::Agent::config_builder()
+            .timeout_connect(Some(connect))
+            .timeout_send_request(Some(read))
+            .timeout_send_body(Some(read))
+            .timeout_recv_response(Some(read))
+            .timeout_recv_body(Some(read))
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .proxy(None)
+            // A pooled connection the core has closed fails after the request is written:
+            // an avoidable UNKNOWN. A fresh connection per call costs little here.
+            .max_idle_connections(0)
+            .max_idle_connections_per_host(0)
+            .build();
+        Ok(CoreClient {
+            agent: config.into(),
+            base: base_url.trim_end_matches('/').to_string(),
+            authority,
+        })
+    }
+
+    /// POSTs a transfer once. Never retried here or by ureq.
+    pub fn post_transfer(&self, t: &Transfer) -> Outcome {
+        if let Err(e) = self.authority.to_socket_addrs() {
+            return Outcome::NotSent(format!("cannot resolve {}: {e}", self.authority));
+        }
+        let body = TransferJson {
+            guid: &t.guid,
+            tx_code: TX_TRNF,
+            from_account: &t.from_account,
+            to_account: &t.to_account,
+            amount: t.amount,
+            memo: &t.memo,
+        };
+        let json = serde_json::to_vec(&body).expect("plain struct serialises");
+        let result = self
+            .agent
+            .post(format!("{}/v1/transfers", self.base))
+            .header("Content-Type", "application/json")
+            .send(&json[..]);
+        let mut resp = match result {
+            Ok(r) => r,
+            Err(e) => return classify(&e),
+        };
+        let status = resp.status().as_u16();
+        let text = match resp.body_mut().with_config().limit(MAX_BODY).read_to_vec() {
+            Ok(b) => b,
+            Err(e) => return Outcome::Unknown(format!("HTTP {status}, body not read: {e}")),
+        };
+        match status {
+            200 => match booking(&text, &t.guid) {
+                Ok(body) => Outcome::Booked(body),
+                Err(why) => Outcome::Unknown(format!("HTTP 200 but {why}")),
+            },
+            400..=499 => match rejection(&text) {
+                Ok(code) => Outcome::Rejected(code),
+                Err(why) => Outcome::Unknown(format!("HTTP {status} but {why}")),
+            },
+            _ => Outcome::Unknown(format!("HTTP {status}")),
+        }
+    }
+
+    /// Asks the core whether it booked `guid`. Never POSTs.
+    pub fn inquire(&self, guid: &str) -> Inquiry {
+        let result = self
+            .agent
+            .get(format!("{}/v1/transfers/{guid}", self.base))
+            .call();
+        let mut resp = match result {
+            Ok(r) => r,
+            Err(e) => return Inquiry::Error(format!("inquiry failed: {e}")),
+        };
+        let status = resp.status().as_u16();
+        if status == 404 {
+            return Inquiry::NotFound;
+        }
+        if status != 200 {
+            return Inquiry::Error(format!("inquiry answered HTTP {status}"));
+        }
+        match resp.body_mut().with_config().limit(MAX_BODY).read_to_vec() {
+            Ok(text) => match booking(&text, guid) {
+                Ok(body) => Inquiry::Booked(body),
+                Err(why) => Inquiry::Error(format!("inquiry answered 200 but {why}")),
+            },
+            Err(e) => Inquiry::Error(format!("inquiry body not read: {e}")),
+        }
+    }
+}
+
+/// Only failures that happen before a connection exists are `NotSent`.
+fn classify(e: &Error) -> Outcome {
+    match e {
+        Error::Io(io) if io.kind() == io::ErrorKind::ConnectionRefused => {
+            Outcome::NotSent(format!("connection refused: {io}"))
+        }
+        Error::Timeout(Timeout::Connect | Timeout::Resolve) | Error::HostNotFound => {
+            Outcome::NotSent(format!("no connection: {e}"))
+        }
+        _ => Outcome::Unknown(format!("after connecting: {e}")),
+    }
+}
+
+/// A 200 body that is a booking for `guid` and fits the reply format.
+fn booking(text: &[u8], guid: &str) -> Result<[u8; BOOKING_BODY_LEN], String> {
+    let b: BookingJson =
+        serde_json::from_slice(text).map_err(|e| format!("body is not a booking: {e}"))?;
+    if let Some(g) = &b.guid
+        && g != guid
+    {
+        return Err(format!("booking is for guid {g:?}"));
+    }
+    wire::booking_body(&b.core_ref, b.amount, &b.booked_at).map_err(|e| e.0)
+}
+
+/// A 4xx body with a business code: four of `[A-Z0-9]`, never `0000` nor `E9..`, which
+/// are ours and would mislead a channel.
+fn rejection(text: &[u8]) -> Result<Code, String> {
+    let r: RejectionJson =
+        serde_json::from_slice(text).map_err(|e| format!("body is not a rejection: {e}"))?;
+    let code: Code = r
+        .code
+        .as_bytes()
+        .try_into()
+        .map_err(|_| format!("code {:?} is not 4 characters", r.code))?;
+    let valid = code
+        .iter()
+        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+    if !valid || &code == b"0000" || code.starts_with(b"E9") {
+        return Err(format!("code {:?} is not a business rejection", r.code));
+    }
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each failure shape against a tiny server that misbehaves in exactly one way.
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::thread;
+
+    fn transfer() -> Transfer {
+        Transfer {
+            guid: "G1".into(),
+            from_account: "00000000000001".into(),
+            to_account: "00000000000002".into(),
+            amount: 1500,
+            memo: "rent".into(),
+        }
+    }
+
+    fn client(url: &str) -> CoreClient {
+        CoreClient::new(url, Duration::from_millis(500), Duration::from_millis(500)).unwrap()
+    }
+
+    /// Reads one HTTP request (headers and a Content-Length body) and returns it.
+    fn read_request(s: &mut TcpStream) -> String {
+        let mut buf = Vec::new();
+        let mut byte = [0u8; 1];
+        while !buf.ends_with(b"\r\n\r\n") {
+            if s.read(&mut byte).unwrap_or(0) == 0 {
+                break;
+            }
+            buf.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&buf).to_string();
+        let len = head
+            .lines()
+            .find_map(|l| {
+                let l = l.to_ascii_lowercase();
+                l.strip_prefix("content-length:")
+                    .map(|v| v.trim().parse::<usize>().unwrap())
+            })
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        s.read_exact(&mut body).unwrap();
+        head + &String::from_utf8_lossy(&body)
+    }
+
+    /// Serves one connection with `f` and returns the base URL.
+    fn serve(f: impl FnOnce(TcpStream) + Send + 'static) -> String {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            f(s);
+        });
+        url
+    }
+
+    fn answer(raw: &'static str) -> String {
+        serve(move |mut s| {
+            read_request(&mut s);
+            s.write_all(raw.as_bytes()).unwrap();
+        })
+    }
+
+    fn json_response(status: &str, body: &str) -> &'static str {
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .leak()
+    }
+
+    const BOOKING: &str = r#"{"guid":"G1","core_ref":"C00000000000000001","amount":1500,"booked_at":"2026-12-02T09:30:12Z"}"#;
+
+    fn is_unknown(o: &Outcome) -> bool {
+        matches!(o, Outcome::Unknown(_))
+    }
+
+    #[test]
+    fn booked_and_the_request_is_the_contract_json() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let url = serve(move |mut s| {
+            tx.send(read_request(&mut s)).unwrap();
+            s.write_all(json_response("200 OK", BOOKING).as_bytes())
+                .unwrap();
+        });
+        let o = client(&url).post_transfer(&transfer());
+        assert_eq!(
+            o,
+            Outcome::Booked(*b"C00000000000000001000000000150020261202093012")
+        );
+        let req = rx.recv().unwrap();
+        assert!(req.starts_with("POST /v1/transfers HTTP/1.1\r\n"), "{req}");
+        assert!(req.ends_with(
+            r#"{"guid":"G1","tx_code":"TRNF","from_account":"00000000000001","to_account":"00000000000002","amount":1500,"memo":"rent"}"#
+        ));
+    }
+
+    #[test]
+    fn refused_is_not_sent() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        drop(l);
+        assert!(matches!(
+            client(&url).post_transfer(&transfer()),
+            Outcome::NotSent(_)
+        ));
+    }
+
+    #[test]
+    fn unresolvable_host_is_not_sent() {
+        let o = client("http://no-such-host.invalid:9201").post_transfer(&transfer());
+        assert!(matches!(o, Outcome::NotSent(_)), "{o:?}");
+    }
+
+    #[test]
+    fn accept_and_close_is_unknown() {
+        let url = serve(drop);
+        assert!(is_unknown(&client(&url).post_transfer(&transfer())));
+    }
+
+    #[test]
+    fn read_then_close_is_unknown() {
+        let url = serve(|mut s| {
+            read_request(&mut s);
+        });
+        assert!(is_unknown(&client(&url).post_transfer(&transfer())));
+    }
+
+    #[test]
+    fn never_answering_is_unknown() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let url = serve(move |mut s| {
+            read_request(&mut s);
+            let _ = rx.recv(); // hold the connection open until the test ends
+        });
+        let o = client(&url).post_transfer(&transfer());
+        drop(tx);
+        assert!(is_unknown(&o), "{o:?}");
+    }
+
+    #[test]
+    fn server_errors_and_odd_statuses_are_unknown() {
+        for raw in [
+            json_response("500 Internal Server Error", "{}"),
+            json_response("503 Service Unavailable", ""),
+            json_response("201 Created", BOOKING),
+            "HTTP/1.1 307 Temporary Redirect\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n",
+        ] {
+            let o = client(&answer(raw)).post_transfer(&transfer());
+            assert!(is_unknown(&o), "{raw}: {o:?}");
+        }
+    }
+
+    #[test]
+    fn half_a_response_is_unknown() {
+        let raw = "HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n{\"guid\":\"G1\",";
+        assert!(is_unknown(&client(&answer(raw)).post_transfer(&transfer())));
+        let raw = "HTTP/1.1 200 O";
+        assert!(is_unknown(&client(&answer(raw)).post_transfer(&transfer())));
+    }
+
+    #[test]
+    fn unusable_200_bodies_are_unknown() {
+        for body in [
+            "not json",
+            r#"{"guid":"G1"}"#,
+            r#"{"guid":"G2","core_ref":"C1","amount":1500,"booked_at":"2026-12-02T09:30:12Z"}"#,
+            r#"{"guid":"G1","core_ref":"C1","amount":1500,"booked_at":"yesterday"}"#,
+            r#"{"guid":"G1","core_ref":"C1234567890123456789","amount":1,"booked_at":"2026-12-02T09:30:12Z"}"#,
+        ] {
+            let o = client(&answer(json_response("200 OK", body))).post_transfer(&transfer());
+            assert!(is_unknown(&o), "{body}: {o:?}");
+        }
+    }
+
+    #[test]
+    fn business_rejections_and_their_limits() {
+        let r = |body: &str| {
+            client(&answer(json_response("422 Unprocessable Entity", body)))
+                .post_transfer(&transfer())
+        };
+        assert_eq!(
+            r(r#"{"code":"B001","message":"no funds"}"#),
+            Outcome::Rejected(*b"B001")
+        );
+        for body in [
+            r#"{"code":"0000"}"#,
+            r#"{"code":"E901"}"#,
+            r#"{"code":"b001"}"#,
+            r#"{"code":"B01"}"#,
+            "oops",
+        ] {
+            assert!(is_unknown(&r(body)), "{body}");
+        }
+    }
+
+    #[test]
+    fn inquiry_answers() {
+        let c = |raw| client(&answer(raw)).inquire("G1");
+        assert!(matches!(
+            c(json_response("200 OK", BOOKING)),
+            Inquiry::Booked(_)
+        ));
+        assert_eq!(c(json_response("404 Not Found", "{}")), Inquiry::NotFound);
+        assert!(matches!(
+            c(json_response("500 Oops", "{}")),
+            Inquiry::Error(_)
+        ));
+        assert!(matches!(
+            c(json_response("200 OK", "{}")),
+            Inquiry::Error(_)
+        ));
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        drop(l);
+        assert!(matches!(client(&url).inquire("G1"), Inquiry::Error(_)));
+    }
+
+    #[test]
+    fn classification_by_phase() {
+        let not_sent = |e: Error| matches!(classify(&e), Outcome::NotSent(_));
+        assert!(not_sent(Error::Timeout(Timeout::Connect)));
+        assert!(not_sent(Error::Timeout(Timeout::Resolve)));
+        assert!(not_sent(Error::HostNotFound));
+        assert!(not_sent(Error::Io(io::ErrorKind::ConnectionRefused.into())));
+        for e in [
+            Error::Timeout(Timeout::SendRequest),
+            Error::Timeout(Timeout::RecvResponse),
+            Error::Timeout(Timeout::RecvBody),
+            Error::Timeout(Timeout::Global),
+            Error::Io(io::ErrorKind::ConnectionReset.into()),
+            Error::Io(io::ErrorKind::UnexpectedEof.into()),
+            Error::Io(io::Error::other("uncategorised")),
+            Error::ConnectionFailed,
+        ] {
+            assert!(!not_sent(e));
+        }
+    }
+
+    #[test]
+    fn bad_urls_are_refused() {
+        for u in ["https://x:1", "x:1", "http://", "http://h:1/?q=1"] {
+            assert!(
+                CoreClient::new(u, Duration::from_secs(1), Duration::from_secs(1)).is_err(),
+                "{u}"
+            );
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! The relay's TCP side: an accept loop and a thread per channel connection.
+//!
+//! A connection is served strictly in order (read a frame, answer it, read the next), which
+//! is what keeps pipelined replies in request order. Whatever one connection does — garbage,
+//! a stall mid-frame, silence — costs only its own thread.
+
+use std::fmt;
+use std::io::{self, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use log::{info, warn};
+
+use crate::core_client::{BadCoreUrl, CoreClient};
+use crate::store::{LedgerError, Pool};
+use crate::transfer;
+use crate::wire::{self, PREFIX_LEN};
+
+/// Connection threads only parse frames, run SQLite statements and make one HTTP call.
+const CONNECTION_STACK: usize = 256 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: String,
+    pub core_url: String,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub frame_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_connections: usize,
+}
+
+#[derive(Debug)]
+pub enum StartError {
+    Ledger(LedgerError),
+    Core(BadCoreUrl),
+    Bind { addr: String, source: io::Error },
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Ledger(e) => e.fmt(f),
+            StartError::Core(e) => e.fmt(f),
+            StartError::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+struct Shared {
+    pool: Pool,
+    core: CoreClient,
+    config: Config,
+    active: AtomicUsize,
+}
+
+pub struct Relay {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+impl Relay {
+    /// Opens the ledger, checks the core URL and binds, so that every configuration error
+    /// shows before the `listening on` line.
+    pub fn start(db: &Path, config: Config) -> Result<Relay, StartError> {
+        let pool = Pool::open(db).map_err(StartError::Ledger)?;
+        let core = CoreClient::new(
+            &config.core_url,
+            config.connect_timeout,
+            config.read_timeout,
+        )
+        .map_err(StartError::Core)?;
+        let listener = TcpListener::bind(&config.listen).map_err(|source| StartError::Bind {
+            addr: config.listen.clone(),
+            source,
+        })?;
+        Ok(Relay {
+            listener,
+            shared: Arc::new(Shared {
+                pool,
+                core,
+                config,
+                active: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Accepts connections for ever.
+    pub fn serve(self) -> io::Result<()> {
+        for stream in self.listener.incoming() {
+            match stream {
+                Ok(s) => self.admit(s),
+                Err(e) => {
+                    // Out of file descriptors, typically: back off instead of spinning.
+                    warn!("accept failed: {e}");
+                    thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn admit(&self, stream: TcpStream) {
+        let shared = &self.shared;
+        let max = shared.config.max_connections;
+        if shared.active.fetch_add(1, Ordering::SeqCst) >= max {
+            shared.active.fetch_sub(1, Ordering::SeqCst);
+            warn!("connection limit {max} reached: closing a new connection");
+            return;
+        }
+        let shared = Arc::clone(shared);
+        let spawned = thread::Builder::new()
+            .name("conn".into())
+            .stack_size(CONNECTION_STACK)
+            .spawn(move || {
+                let peer = stream
+                    .peer_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
+                if let Err(e) = serve_connection(&shared, stream) {
+                    info!("connection {peer} closed: {e}");
+                }
+                shared.active.fetch_sub(1, Ordering::SeqCst);
+            });
+        if let Err(e) = spawned {
+            self.shared.active.fetch_sub(1, Ordering::SeqCst);
+            warn!("cannot start a connection thread: {e}");
+        }
+    }
+}
+
+/// Why a connection ended other than by a clean close between frames.
+#[derive(Debug)]
+enum ConnEnd {
+    Idle,
+    BadPrefix([u8; PREFIX_LEN]),
+    FrameTimeout,
+    EofMidFrame,
+    Io(io::Error),
+}
+
+impl fmt::Display for ConnEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnEnd::Idle => f.write_str("idle timeout"),
+            ConnEnd::BadPrefix(p) => write!(
+                f,
+                "length prefix {:?} is not 4 digits",
+                String::from_utf8_lossy(p)
+            ),
+            ConnEnd::FrameTimeout => f.write_str("frame not complete within the frame timeout"),
+            ConnEnd::EofMidFrame => f.write_str("closed by the channel in the middle of a frame"),
+            ConnEnd::Io(e) => e.fmt(f),
+        }
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+fn serve_connection(shared: &Shared, stream: TcpStream) -> Result<(), ConnEnd> {
+    let cfg = &shared.config;
+    let _ = stream.set_nodelay(true);
+    stream
+        .set_write_timeout(Some(cfg.frame_timeout))
+        .map_err(ConnEnd::Io)?;
+    let mut writer = stream.try_clone().map_err(ConnEnd::Io)?;
+    let mut reader = BufReader::new(stream);
+    while let Some(msg) = read_frame(&mut reader, cfg.idle_timeout, cfg.frame_timeout)? {
+        let started = Instant::now();
+        let handled = transfer::handle(&shared.pool, &shared.core, &msg);
+        info!(
+            "guid={} code={} state={} ms={}",
+            handled.guid,
+            String::from_utf8_lossy(&handled.code),
+            handled.state.map_or("-", |s| s.as_str()),
+            started.elapsed().as_millis()
+        );
+        writer
+            .write_all(&wire::frame(&handled.reply))
+            .map_err(ConnEnd::Io)?;
+    }
+    Ok(())
+}
+
+/// Reads one frame. `Ok(None)`: the channel closed cleanly between frames. The idle timeout
+/// runs until a frame's first byte; from then on the whole frame has `frame_timeout`.
+fn read_frame(
+    r: &mut BufReader<TcpStream>,
+    idle: Duration,
+    frame: Duration,
+) -> Result<Option<Vec<u8>>, ConnEnd> {
+    if r.buffer().is_empty() {
+        r.get_ref()
+            .set_read_timeout(Some(idle))
+            .map_err(ConnEnd::Io)?;
+        loop {
+            match io::BufRead::fill_buf(r) {
+                Ok([]) => return Ok(None),
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_timeout(&e) => return Err(ConnEnd::Idle),
+                Err(e) => return Err(ConnEnd::Io(e)),
+            }
+        }
+    }
+    let deadline = Instant::now() + frame;
+    let mut prefix = [0u8; PREFIX_LEN];
+    read_by(r, &mut prefix, deadline)?;
+    let len = wire::parse_len(&prefix).ok_or(ConnEnd::BadPrefix(prefix))?;
+    let mut msg = vec![0u8; len];
+    read_by(r, &mut msg, deadline)?;
+    Ok(Some(msg))
+}
+
+fn read_by(r: &mut BufReader<TcpStream>, buf: &mut [u8], deadline: Instant) -> Result<(), ConnEnd> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        if r.buffer().is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ConnEnd::FrameTimeout);
+            }
+            r.get_ref()
+                .set_read_timeout(Some(left))
+                .map_err(ConnEnd::Io)?;
+        }
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => return Err(ConnEnd::EofMidFrame),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => return Err(ConnEnd::FrameTimeout),
+            Err(e) => return Err(ConnEnd::Io(e)),
+        }
+    }
+    Ok(())
+}

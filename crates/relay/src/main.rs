@@ -1,0 +1,78 @@
+//! `relay`: channels in (framed TCP), core out (HTTP), one ledger row per GUID in between.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use ledger::server::{Config, Relay};
+
+/// Relays bank transfer requests to the core at most once per GUID.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The SQLite ledger (created if missing).
+    #[arg(long, env = "RELAY_DB")]
+    db: PathBuf,
+    /// Where channels connect. Port 0 picks a free port.
+    #[arg(long, env = "RELAY_LISTEN", default_value = "127.0.0.1:9200")]
+    listen: String,
+    /// Base URL of the core banking system.
+    #[arg(long, env = "RELAY_CORE", default_value = "http://127.0.0.1:9201")]
+    core: String,
+    /// Time allowed to establish the connection to the core; on expiry: E902/FAILED.
+    #[arg(long, env = "RELAY_CONNECT_TIMEOUT_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    connect_timeout_ms: u64,
+    /// Time allowed for each later phase of the core call; on expiry: E901/UNKNOWN.
+    #[arg(long, env = "RELAY_READ_TIMEOUT_MS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    read_timeout_ms: u64,
+    /// Time allowed for a frame from its first byte; on expiry the connection is closed.
+    #[arg(long, env = "RELAY_FRAME_TIMEOUT_MS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    frame_timeout_ms: u64,
+    /// A connection silent between frames this long is closed.
+    #[arg(long, env = "RELAY_IDLE_TIMEOUT_SECS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout_secs: u64,
+    /// Connections beyond this many are closed at once.
+    #[arg(long, env = "RELAY_MAX_CONNECTIONS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("relay: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let config = Config {
+        listen: args.listen,
+        core_url: args.core,
+        connect_timeout: Duration::from_millis(args.connect_timeout_ms),
+        read_timeout: Duration::from_millis(args.read_timeout_ms),
+        frame_timeout: Duration::from_millis(args.frame_timeout_ms),
+        idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+    };
+    let relay = Relay::start(&args.db, config).context("cannot start")?;
+    let addr = relay
+        .local_addr()
+        .context("cannot read the bound address")?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "listening on {addr}")
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")?;
+    drop(out);
+    relay.serve().context("accept loop failed")
+}
