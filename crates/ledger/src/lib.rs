@@ -3,6 +3,7 @@
 //! one transfer (`transfer`) and the TCP server (`server`). The binaries only parse flags
 //! and call into this crate.
 
+pub mod batch;
 pub mod core_client;
 pub mod server;
 pub mod store;

@@ -297,10 +297,68 @@ impl Ledger {
             .optional()?)
     }
 
+    /// resolve's selection: UNKNOWN rows (or, with `State::Sent`, orphaned SENT rows) whose
+    /// last change is at least `min_age_secs` old, oldest first.
+    pub fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM tx WHERE state = ?1 \
+             AND updated_at <= datetime('now', ?2) ORDER BY updated_at, guid"
+        );
+        self.rows(&sql, params![state, age_modifier(min_age_secs, "seconds")])
+    }
+
+    /// reprocess's selection: only what the ledger proves was never sent, below the attempt
+    /// cap, oldest first, at most `limit` rows.
+    pub fn select_resendable(&self, max_attempts: i64, limit: Option<u64>) -> Result<Vec<Row>> {
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM tx WHERE state = 'FAILED' AND rsp_code = 'E902' \
+             AND attempts < ?1 ORDER BY updated_at, guid LIMIT ?2"
+        );
+        let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        self.rows(&sql, params![max_attempts, limit])
+    }
+
+    /// purge's selection, for --dry-run: DONE rows older than `days`.
+    pub fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM tx WHERE state = 'DONE' \
+             AND updated_at < datetime('now', ?1) ORDER BY updated_at, guid"
+        );
+        self.rows(&sql, params![age_modifier(days, "days")])
+    }
+
+    /// Deletes DONE rows older than `days`; no other state is ever deleted.
+    pub fn purge(&self, days: u64) -> Result<usize> {
+        Ok(self.conn.execute(
+            "DELETE FROM tx WHERE state = 'DONE' AND updated_at < datetime('now', ?1)",
+            params![age_modifier(days, "days")],
+        )?)
+    }
+
+    /// Row counts by state, for summaries and checks.
+    pub fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT state, count(*) FROM tx GROUP BY state ORDER BY state")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn rows(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Row>> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(params, Row::from_sql)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// The raw connection, for tests and tools that inspect the file (never for transitions).
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// A `datetime('now', ?)` modifier, bound as a parameter: no SQL is built from input.
+fn age_modifier(n: u64, unit: &str) -> String {
+    format!("-{n} {unit}")
 }
 
 /// Creates a new ledger file readable by its owner only: it holds account numbers and
@@ -468,6 +526,42 @@ mod tests {
         assert!(!l.reclaim_for_resend("B", 3).unwrap());
         assert!(!l.reclaim_for_resend("C", 3).unwrap());
         assert!(!l.reclaim_for_resend("D", 3).unwrap());
+    }
+
+    #[test]
+    fn selections_follow_the_contract() {
+        let (_d, l) = temp();
+        l.connection()
+            .execute_batch(
+                "INSERT INTO tx (guid, state, rsp_code, attempts, updated_at) VALUES
+                 ('U-old','UNKNOWN','E901',1, datetime('now','-120 seconds')),
+                 ('U-new','UNKNOWN','E901',1, datetime('now')),
+                 ('S-old','SENT',NULL,1, datetime('now','-120 seconds')),
+                 ('F-ok','FAILED','E902',1, datetime('now','-1 days')),
+                 ('F-max','FAILED','E902',3, datetime('now','-1 days')),
+                 ('F-other','FAILED','E901',1, datetime('now','-1 days')),
+                 ('D-old','DONE','0000',1, datetime('now','-10 days')),
+                 ('D-new','DONE','0000',1, datetime('now','-1 days')),
+                 ('U-ancient','UNKNOWN','E901',1, datetime('now','-100 days')),
+                 ('F-ancient','FAILED','E902',9, datetime('now','-100 days'));",
+            )
+            .unwrap();
+        let guids = |rows: Vec<Row>| rows.into_iter().map(|r| r.guid).collect::<Vec<_>>();
+        assert_eq!(
+            guids(l.select_aged(State::Unknown, 60).unwrap()),
+            ["U-ancient", "U-old"]
+        );
+        assert_eq!(guids(l.select_aged(State::Sent, 60).unwrap()), ["S-old"]);
+        assert_eq!(guids(l.select_resendable(3, None).unwrap()), ["F-ok"]);
+        assert_eq!(
+            guids(l.select_resendable(3, Some(0)).unwrap()),
+            Vec::<String>::new()
+        );
+        assert_eq!(guids(l.select_purgeable(7).unwrap()), ["D-old"]);
+        assert_eq!(l.purge(7).unwrap(), 1);
+        assert_eq!(l.purge(7).unwrap(), 0);
+        assert!(l.get("U-ancient").unwrap().is_some());
+        assert!(l.get("F-ancient").unwrap().is_some());
     }
 
     #[test]

@@ -1,0 +1,375 @@
+//! The batch tools (contract §5): `resolve` settles what is in doubt by asking the core,
+//! `reprocess` resends only what the ledger proves was never sent, `purge` forgets finished
+//! rows. Each row is handled on its own: one odd row is reported and skipped, never fatal.
+
+use log::{info, warn};
+use serde::Serialize;
+
+use crate::core_client::{CoreClient, Inquiry};
+use crate::store::{Ledger, LedgerError, Row, State};
+use crate::transfer::send_and_record;
+use crate::wire::{self, Transfer};
+
+/// Exit codes shared by the batch tools.
+pub const EXIT_SETTLED: i32 = 0;
+pub const EXIT_FATAL: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_LEFT: i32 = 3;
+
+/// A stored request the tools can use: present, valid, and for the row's own GUID (a
+/// hand-made row could hold anything; sending it would book under another GUID).
+fn stored_transfer(row: &Row) -> Result<(Transfer, &[u8]), String> {
+    let req = row
+        .request
+        .as_deref()
+        .ok_or_else(|| "no stored request".to_string())?;
+    let t = wire::parse_request(req).map_err(|e| format!("stored request is invalid: {e}"))?;
+    if t.guid != row.guid {
+        return Err(format!("stored request is for guid {:?}", t.guid));
+    }
+    Ok((t, req))
+}
+
+/// A row as listed by `--dry-run`.
+#[derive(Debug, Serialize)]
+pub struct Listed {
+    pub guid: String,
+    pub state: &'static str,
+    pub rsp_code: Option<String>,
+    pub attempts: Option<i64>,
+    pub updated_at: String,
+}
+
+impl Listed {
+    pub fn of(row: &Row) -> Listed {
+        Listed {
+            guid: row.guid.clone(),
+            state: row.state.as_str(),
+            rsp_code: row.rsp_code.clone(),
+            attempts: row.attempts,
+            updated_at: row.updated_at.clone(),
+        }
+    }
+
+    /// Tab-separated, `-` for NULL.
+    pub fn line(&self) -> String {
+        format!(
+            "{}\t{}\t{}\t{}\t{}",
+            self.guid,
+            self.state,
+            self.rsp_code.as_deref().unwrap_or("-"),
+            self.attempts.map_or("-".to_string(), |a| a.to_string()),
+            self.updated_at
+        )
+    }
+}
+
+/// What a tool prints: one summary line, or one JSON object.
+pub trait Report: Serialize {
+    fn line(&self) -> String;
+    fn exit_code(&self) -> i32;
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct ResolveSummary {
+    pub examined: usize,
+    pub done: usize,
+    pub failed: usize,
+    /// Inquiry failed: the UNKNOWN row is as it was.
+    pub left: usize,
+    /// Orphaned SENT rows whose inquiry failed, moved to UNKNOWN for a later run.
+    pub sent_to_unknown: usize,
+    /// Rows without a usable stored request, or whose update failed.
+    pub skipped: usize,
+    /// Rows another writer changed first (the relay, another resolve).
+    pub raced: usize,
+}
+
+impl Report for ResolveSummary {
+    fn line(&self) -> String {
+        format!(
+            "resolve: {} examined, {} DONE, {} FAILED, {} left (inquiry error), {} SENT->UNKNOWN, {} skipped, {} changed by another writer",
+            self.examined,
+            self.done,
+            self.failed,
+            self.left,
+            self.sent_to_unknown,
+            self.skipped,
+            self.raced
+        )
+    }
+
+    fn exit_code(&self) -> i32 {
+        if self.left + self.sent_to_unknown + self.skipped == 0 {
+            EXIT_SETTLED
+        } else {
+            EXIT_LEFT
+        }
+    }
+}
+
+/// resolve's selection: UNKNOWN rows at least `min_age_secs` old, then (with `stale_sent`)
+/// SENT rows at least that old.
+pub fn resolve_candidates(
+    ledger: &Ledger,
+    min_age_secs: u64,
+    stale_sent: Option<u64>,
+) -> Result<Vec<Row>, LedgerError> {
+    let mut rows = ledger.select_aged(State::Unknown, min_age_secs)?;
+    if let Some(secs) = stale_sent {
+        rows.extend(ledger.select_aged(State::Sent, secs)?);
+    }
+    Ok(rows)
+}
+
+/// Settles UNKNOWN (and, with `stale_sent`, orphaned SENT) rows by inquiry. Never POSTs.
+pub fn resolve(
+    ledger: &Ledger,
+    core: &CoreClient,
+    min_age_secs: u64,
+    stale_sent: Option<u64>,
+) -> Result<ResolveSummary, LedgerError> {
+    let mut sum = ResolveSummary::default();
+    for row in resolve_candidates(ledger, min_age_secs, stale_sent)? {
+        sum.examined += 1;
+        let from = row.state;
+        let (_, req) = match stored_transfer(&row) {
+            Ok(x) => x,
+            Err(why) => {
+                warn!("guid={} skipped: {why}", row.guid);
+                sum.skipped += 1;
+                continue;
+            }
+        };
+        let (to, code, reply, counter) = match core.inquire(&row.guid) {
+            Inquiry::Booked(body) => (
+                State::Done,
+                wire::OK,
+                wire::reply_to(req, &wire::OK, Some(&body)),
+                &mut sum.done,
+            ),
+            Inquiry::NotFound => (
+                State::Failed,
+                wire::E_NOT_SENT,
+                wire::reply_to(req, &wire::E_NOT_SENT, None),
+                &mut sum.failed,
+            ),
+            Inquiry::Error(why) if from == State::Sent => {
+                warn!(
+                    "guid={} inquiry failed, SENT moves to UNKNOWN: {why}",
+                    row.guid
+                );
+                (
+                    State::Unknown,
+                    wire::E_UNKNOWN,
+                    wire::reply_to(req, &wire::E_UNKNOWN, None),
+                    &mut sum.sent_to_unknown,
+                )
+            }
+            Inquiry::Error(why) => {
+                warn!("guid={} left UNKNOWN: {why}", row.guid);
+                sum.left += 1;
+                continue;
+            }
+        };
+        let code = std::str::from_utf8(&code).expect("ASCII code");
+        match ledger.transition(&row.guid, from, to, code, &reply) {
+            Ok(true) => {
+                info!("guid={} {from} -> {to} ({code})", row.guid);
+                *counter += 1;
+            }
+            Ok(false) => {
+                info!(
+                    "guid={} was changed by another writer; left to it",
+                    row.guid
+                );
+                sum.raced += 1;
+            }
+            Err(e) => {
+                warn!("guid={} skipped: cannot record {to}: {e}", row.guid);
+                sum.skipped += 1;
+            }
+        }
+    }
+    Ok(sum)
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct ReprocessSummary {
+    pub examined: usize,
+    pub sent: usize,
+    pub done: usize,
+    /// Not sent again (the core is still unreachable): the run stops at the first one.
+    pub failed: usize,
+    pub unknown: usize,
+    /// Not tried because the core was found unreachable earlier in this run.
+    pub not_tried: usize,
+    /// Rows without a usable stored request, or whose claim or result could not be written.
+    pub skipped: usize,
+    /// Rows another writer claimed first.
+    pub raced: usize,
+}
+
+impl Report for ReprocessSummary {
+    fn line(&self) -> String {
+        format!(
+            "reprocess: {} examined, {} sent, {} DONE, {} FAILED, {} UNKNOWN, {} not tried (core unreachable), {} skipped, {} changed by another writer",
+            self.examined,
+            self.sent,
+            self.done,
+            self.failed,
+            self.unknown,
+            self.not_tried,
+            self.skipped,
+            self.raced
+        )
+    }
+
+    fn exit_code(&self) -> i32 {
+        if self.failed + self.unknown + self.not_tried + self.skipped == 0 {
+            EXIT_SETTLED
+        } else {
+            EXIT_LEFT
+        }
+    }
+}
+
+/// Resends FAILED/E902 rows below `max_attempts`, each claimed by one guarded UPDATE first.
+/// Stops sending at the first row that finds the core unreachable: the rest would only
+/// burn an attempt each.
+pub fn reprocess(
+    ledger: &Ledger,
+    core: &CoreClient,
+    max_attempts: i64,
+    limit: Option<u64>,
+) -> Result<ReprocessSummary, LedgerError> {
+    let mut sum = ReprocessSummary::default();
+    let mut core_down = false;
+    for row in ledger.select_resendable(max_attempts, limit)? {
+        sum.examined += 1;
+        if core_down {
+            sum.not_tried += 1;
+            continue;
+        }
+        let (t, req) = match stored_transfer(&row) {
+            Ok(x) => x,
+            Err(why) => {
+                warn!("guid={} skipped: {why}", row.guid);
+                sum.skipped += 1;
+                continue;
+            }
+        };
+        match ledger.reclaim_for_resend(&row.guid, max_attempts) {
+            Ok(true) => {}
+            Ok(false) => {
+                info!(
+                    "guid={} was claimed by another writer; left to it",
+                    row.guid
+                );
+                sum.raced += 1;
+                continue;
+            }
+            Err(e) => {
+                warn!("guid={} skipped: cannot claim: {e}", row.guid);
+                sum.skipped += 1;
+                continue;
+            }
+        }
+        sum.sent += 1;
+        let handled = send_and_record(ledger, core, &t, req);
+        let code = String::from_utf8_lossy(&handled.code);
+        info!("guid={} resent: {code}", row.guid);
+        match handled.state {
+            Some(State::Done) => sum.done += 1,
+            Some(State::Failed) => {
+                sum.failed += 1;
+                core_down = true;
+            }
+            Some(State::Unknown) => sum.unknown += 1,
+            _ => sum.skipped += 1,
+        }
+    }
+    Ok(sum)
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct PurgeSummary {
+    pub days: u64,
+    pub deleted: usize,
+}
+
+impl Report for PurgeSummary {
+    fn line(&self) -> String {
+        format!(
+            "purge: {} deleted (DONE rows older than {} days)",
+            self.deleted, self.days
+        )
+    }
+
+    fn exit_code(&self) -> i32 {
+        EXIT_SETTLED
+    }
+}
+
+pub fn purge(ledger: &Ledger, days: u64) -> Result<PurgeSummary, LedgerError> {
+    Ok(PurgeSummary {
+        days,
+        deleted: ledger.purge(days)?,
+    })
+}
+
+/// What `--dry-run` prints: the rows, then a line saying nothing was done.
+#[derive(Debug, Serialize)]
+pub struct DryRun {
+    pub tool: &'static str,
+    pub dry_run: bool,
+    pub count: usize,
+    pub rows: Vec<Listed>,
+}
+
+impl DryRun {
+    pub fn new(tool: &'static str, rows: &[Row]) -> DryRun {
+        DryRun {
+            tool,
+            dry_run: true,
+            count: rows.len(),
+            rows: rows.iter().map(Listed::of).collect(),
+        }
+    }
+}
+
+impl Report for DryRun {
+    fn line(&self) -> String {
+        let mut out = String::from("guid\tstate\trsp_code\tattempts\tupdated_at\n");
+        for r in &self.rows {
+            out.push_str(&r.line());
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "{}: dry run, {} rows selected, nothing sent or written",
+            self.tool, self.count
+        ));
+        out
+    }
+
+    fn exit_code(&self) -> i32 {
+        EXIT_SETTLED
+    }
+}
+
+/// Prints a report as the tools do: the text, or with `json` one JSON object carrying the
+/// tool's name and exit code. Returns the exit code.
+pub fn print_report<R: Report>(tool: &str, report: &R, json: bool) -> i32 {
+    let code = report.exit_code();
+    if json {
+        let mut v = serde_json::to_value(report).expect("plain struct serialises");
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("tool".into(), tool.into());
+            obj.insert("exit_code".into(), code.into());
+        }
+        println!("{v}");
+    } else {
+        println!("{}", report.line());
+    }
+    code
+}

@@ -1,0 +1,60 @@
+//! `purge`: deletes finished (DONE) rows past their retention; nothing else, whatever its age.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use ledger::Ledger;
+use ledger::batch::{self, DryRun, print_report};
+
+/// Deletes DONE rows last changed more than --days days ago.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The relay's SQLite ledger.
+    #[arg(long, env = "PURGE_DB")]
+    db: PathBuf,
+    /// Retention in days.
+    #[arg(long, env = "PURGE_DAYS")]
+    days: u64,
+    /// List the rows that would be deleted; no write.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    match run(Args::parse()) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("purge: {e:#}");
+            ExitCode::from(batch::EXIT_FATAL as u8)
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<i32> {
+    if args.days == 0 {
+        eprintln!(
+            "purge: warning: --days 0 deletes every DONE row; a channel resending one of \
+             those GUIDs later would be booked again"
+        );
+    }
+    let ledger = Ledger::open(&args.db)?;
+    if args.dry_run {
+        let rows = ledger.select_purgeable(args.days)?;
+        return Ok(print_report(
+            "purge",
+            &DryRun::new("purge", &rows),
+            args.json,
+        ));
+    }
+    Ok(print_report(
+        "purge",
+        &batch::purge(&ledger, args.days)?,
+        args.json,
+    ))
+}

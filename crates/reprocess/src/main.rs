@@ -1,0 +1,74 @@
+//! `reprocess`: resends only what the ledger proves never left the relay, with the same GUID.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use ledger::Ledger;
+use ledger::batch::{self, DryRun, print_report};
+use ledger::core_client::CoreClient;
+
+/// Resends FAILED rows with rsp_code E902 and fewer than --max-attempts attempts.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The relay's SQLite ledger.
+    #[arg(long, env = "REPROCESS_DB")]
+    db: PathBuf,
+    /// Base URL of the core banking system.
+    #[arg(long, env = "REPROCESS_CORE", default_value = "http://127.0.0.1:9201")]
+    core: String,
+    /// Only rows with fewer attempts than this.
+    #[arg(long, env = "REPROCESS_MAX_ATTEMPTS",
+          value_parser = clap::value_parser!(i64).range(1..))]
+    max_attempts: i64,
+    /// Send at most this many rows in one run (oldest first), so that a recovering core is
+    /// not hit by a storm. Default: all.
+    #[arg(long, env = "REPROCESS_LIMIT")]
+    limit: Option<u64>,
+    /// List the rows that would be resent; no HTTP, no write.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Time allowed to connect to the core; on expiry the row stays FAILED/E902.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    connect_timeout_ms: u64,
+    /// Time allowed for each later phase of the call; on expiry the row is UNKNOWN.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    read_timeout_ms: u64,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    match run(Args::parse()) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("reprocess: {e:#}");
+            ExitCode::from(batch::EXIT_FATAL as u8)
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<i32> {
+    let ledger = Ledger::open(&args.db)?;
+    if args.dry_run {
+        let rows = ledger.select_resendable(args.max_attempts, args.limit)?;
+        return Ok(print_report(
+            "reprocess",
+            &DryRun::new("reprocess", &rows),
+            args.json,
+        ));
+    }
+    let core = CoreClient::new(
+        &args.core,
+        Duration::from_millis(args.connect_timeout_ms),
+        Duration::from_millis(args.read_timeout_ms),
+    )?;
+    let summary = batch::reprocess(&ledger, &core, args.max_attempts, args.limit)
+        .context("cannot select rows")?;
+    Ok(print_report("reprocess", &summary, args.json))
+}

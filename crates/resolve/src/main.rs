@@ -1,0 +1,84 @@
+//! `resolve`: settles transfers whose outcome is unknown by asking the core. Never POSTs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use ledger::Ledger;
+use ledger::batch::{self, DryRun, print_report};
+use ledger::core_client::CoreClient;
+
+/// Below this, a core still working on a request may answer 404 and be taken at its word.
+const SAFE_MIN_AGE_SECS: u64 = 60;
+
+/// Settles UNKNOWN rows (and, with --stale-sent, orphaned SENT rows) by inquiry at the core.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The relay's SQLite ledger.
+    #[arg(long, env = "RESOLVE_DB")]
+    db: PathBuf,
+    /// Base URL of the core banking system.
+    #[arg(long, env = "RESOLVE_CORE", default_value = "http://127.0.0.1:9201")]
+    core: String,
+    /// Only rows unchanged for at least this many seconds; must exceed the core's longest
+    /// processing time, or a 404 from a core still at work would mark a booking FAILED.
+    #[arg(long, env = "RESOLVE_MIN_AGE")]
+    min_age: u64,
+    /// Also settle SENT rows unchanged for this many seconds (left by a relay that died);
+    /// must exceed the relay's connect + read timeout by a wide margin. Off by default.
+    #[arg(long, env = "RESOLVE_STALE_SENT")]
+    stale_sent: Option<u64>,
+    /// List the rows that would be examined; no inquiry, no write.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Time allowed to connect to the core.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    connect_timeout_ms: u64,
+    /// Time allowed for each later phase of an inquiry.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    read_timeout_ms: u64,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    match run(Args::parse()) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("resolve: {e:#}");
+            ExitCode::from(batch::EXIT_FATAL as u8)
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<i32> {
+    if args.min_age < SAFE_MIN_AGE_SECS {
+        eprintln!(
+            "resolve: warning: --min-age {} is under {SAFE_MIN_AGE_SECS} s; a core still \
+             processing a request answers 404, which would mark a booked transfer FAILED",
+            args.min_age
+        );
+    }
+    let ledger = Ledger::open(&args.db)?;
+    if args.dry_run {
+        let rows = batch::resolve_candidates(&ledger, args.min_age, args.stale_sent)?;
+        return Ok(print_report(
+            "resolve",
+            &DryRun::new("resolve", &rows),
+            args.json,
+        ));
+    }
+    let core = CoreClient::new(
+        &args.core,
+        Duration::from_millis(args.connect_timeout_ms),
+        Duration::from_millis(args.read_timeout_ms),
+    )?;
+    let summary = batch::resolve(&ledger, &core, args.min_age, args.stale_sent)
+        .context("cannot select rows")?;
+    Ok(print_report("resolve", &summary, args.json))
+}
