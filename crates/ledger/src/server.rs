@@ -4,12 +4,13 @@
 //! is what keeps pipelined replies in request order. Whatever one connection does — garbage,
 //! a stall mid-frame, silence — costs only its own thread.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -57,12 +58,61 @@ struct Shared {
     pool: Pool,
     core: CoreClient,
     config: Config,
-    active: AtomicUsize,
+    conns: Mutex<Conns>,
+    /// Signalled whenever a connection ends, for the shutdown's wait.
+    conn_ended: Condvar,
+    refused: AtomicU64,
+    /// Set (only) while holding `conns`, so that no connection registers unseen after a
+    /// shutdown has begun; read without the lock on the hot path.
+    stopping: AtomicBool,
+}
+
+/// The open channel connections, kept so that a shutdown can wake the threads that sit in
+/// `read`.
+#[derive(Default)]
+struct Conns {
+    next_id: u64,
+    open: HashMap<u64, TcpStream>,
+}
+
+impl Shared {
+    fn conns(&self) -> std::sync::MutexGuard<'_, Conns> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
 }
 
 pub struct Relay {
     listener: TcpListener,
     shared: Arc<Shared>,
+}
+
+/// Stops a running relay from another thread (a signal handler's thread, a test).
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    wake_addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl ShutdownHandle {
+    /// Stops accepting and lets every request in flight finish: threads waiting for a next
+    /// frame see end-of-file at once; a thread inside a request answers it, then ends.
+    pub fn shutdown(&self) {
+        {
+            let conns = self.shared.conns();
+            if self.shared.stopping.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            for s in conns.open.values() {
+                let _ = s.shutdown(Shutdown::Read);
+            }
+        }
+        // `accept` has no timeout: wake it with a connection of our own.
+        let _ = TcpStream::connect_timeout(&self.wake_addr, Duration::from_secs(1));
+    }
 }
 
 impl Relay {
@@ -86,7 +136,10 @@ impl Relay {
                 pool,
                 core,
                 config,
-                active: AtomicUsize::new(0),
+                conns: Mutex::default(),
+                conn_ended: Condvar::new(),
+                refused: AtomicU64::new(0),
+                stopping: AtomicBool::new(false),
             }),
         })
     }
@@ -95,9 +148,26 @@ impl Relay {
         self.listener.local_addr()
     }
 
-    /// Accepts connections for ever.
-    pub fn serve(self) -> io::Result<()> {
+    pub fn shutdown_handle(&self) -> io::Result<ShutdownHandle> {
+        let mut wake_addr = self.local_addr()?;
+        if wake_addr.ip().is_unspecified() {
+            wake_addr.set_ip(match wake_addr {
+                SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        Ok(ShutdownHandle {
+            wake_addr,
+            shared: Arc::clone(&self.shared),
+        })
+    }
+
+    /// Accepts connections until a shutdown, then waits for every connection to finish.
+    pub fn serve(self) {
         for stream in self.listener.incoming() {
+            if self.shared.stopping() {
+                break;
+            }
             match stream {
                 Ok(s) => self.admit(s),
                 Err(e) => {
@@ -107,18 +177,48 @@ impl Relay {
                 }
             }
         }
-        Ok(())
+        drop(self.listener);
+        let mut conns = self.shared.conns();
+        while !conns.open.is_empty() {
+            info!("waiting for {} connection(s) to finish", conns.open.len());
+            conns = self
+                .shared
+                .conn_ended
+                .wait(conns)
+                .unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     fn admit(&self, stream: TcpStream) {
         let shared = &self.shared;
-        let max = shared.config.max_connections;
-        if shared.active.fetch_add(1, Ordering::SeqCst) >= max {
-            shared.active.fetch_sub(1, Ordering::SeqCst);
-            warn!("connection limit {max} reached: closing a new connection");
-            return;
-        }
-        let shared = Arc::clone(shared);
+        let id = {
+            let mut conns = shared.conns();
+            if shared.stopping() {
+                return;
+            }
+            let max = shared.config.max_connections;
+            if conns.open.len() >= max {
+                drop(conns);
+                let n = shared.refused.fetch_add(1, Ordering::Relaxed) + 1;
+                warn!("connection limit {max} reached: closed a new connection ({n} so far)");
+                return;
+            }
+            let Ok(clone) = stream.try_clone() else {
+                return;
+            };
+            conns.next_id += 1;
+            let id = conns.next_id;
+            conns.open.insert(id, clone);
+            id
+        };
+        let end = {
+            let shared = Arc::clone(shared);
+            move || {
+                shared.conns().open.remove(&id);
+                shared.conn_ended.notify_all();
+            }
+        };
+        let worker = Arc::clone(shared);
         let spawned = thread::Builder::new()
             .name("conn".into())
             .stack_size(CONNECTION_STACK)
@@ -127,14 +227,15 @@ impl Relay {
                     .peer_addr()
                     .map(|a| a.to_string())
                     .unwrap_or_default();
-                if let Err(e) = serve_connection(&shared, stream) {
+                if let Err(e) = serve_connection(&worker, stream) {
                     info!("connection {peer} closed: {e}");
                 }
-                shared.active.fetch_sub(1, Ordering::SeqCst);
+                end();
             });
         if let Err(e) = spawned {
-            self.shared.active.fetch_sub(1, Ordering::SeqCst);
             warn!("cannot start a connection thread: {e}");
+            shared.conns().open.remove(&id);
+            shared.conn_ended.notify_all();
         }
     }
 }
@@ -193,6 +294,9 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> Result<(), ConnEnd> {
         writer
             .write_all(&wire::frame(&handled.reply))
             .map_err(ConnEnd::Io)?;
+        if shared.stopping() {
+            break;
+        }
     }
     Ok(())
 }

@@ -335,6 +335,12 @@ impl Ledger {
         )?)
     }
 
+    /// Every row, oldest change first (for `inspect`; ledgers are kept small by purge).
+    pub fn all_rows(&self) -> Result<Vec<Row>> {
+        let sql = format!("SELECT {ROW_COLUMNS} FROM tx ORDER BY updated_at, guid");
+        self.rows(&sql, [])
+    }
+
     /// Row counts by state, for summaries and checks.
     pub fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
         let mut stmt = self

@@ -3,11 +3,15 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::thread;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
 use ledger::server::{Config, Relay};
+use log::info;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
 /// Relays bank transfer requests to the core at most once per GUID.
 #[derive(Parser, Debug)]
@@ -74,5 +78,20 @@ fn run(args: Args) -> anyhow::Result<()> {
         .and_then(|()| out.flush())
         .context("cannot write to stdout")?;
     drop(out);
-    relay.serve().context("accept loop failed")
+
+    // SIGTERM / SIGINT: stop accepting, finish what is in flight, exit 0. A second signal
+    // changes nothing: in-flight requests are bounded by the core timeouts anyway.
+    let handle = relay
+        .shutdown_handle()
+        .context("cannot read the bound address")?;
+    let mut signals = Signals::new([SIGTERM, SIGINT]).context("cannot install signal handlers")?;
+    thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            info!("signal {sig}: shutting down, finishing requests in flight");
+            handle.shutdown();
+        }
+    });
+    relay.serve();
+    info!("shut down cleanly");
+    Ok(())
 }

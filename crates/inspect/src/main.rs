@@ -1,0 +1,69 @@
+//! `inspect`: a read-only look at the ledger, so that an operator (or the demo) needs no
+//! sqlite3 shell and cannot change a row by mistake.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use ledger::Ledger;
+use ledger::batch::Listed;
+
+/// Lists ledger rows (all, or one GUID) and the count of rows per state.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The relay's SQLite ledger.
+    #[arg(long, env = "INSPECT_DB")]
+    db: PathBuf,
+    /// Only this GUID.
+    #[arg(long)]
+    guid: Option<String>,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("inspect: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let ledger = Ledger::open(&args.db)?;
+    let rows = match &args.guid {
+        Some(g) => ledger.get(g)?.into_iter().collect(),
+        None => ledger.all_rows()?,
+    };
+    let listed: Vec<Listed> = rows.iter().map(Listed::of).collect();
+    let counts = ledger.count_by_state()?;
+    if args.json {
+        let by_state: serde_json::Map<_, _> = counts
+            .iter()
+            .map(|(s, n)| (s.as_str().to_string(), (*n).into()))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({ "rows": listed, "by_state": by_state })
+        );
+        return Ok(());
+    }
+    println!("guid\tstate\trsp_code\tattempts\tupdated_at");
+    for l in &listed {
+        println!("{}", l.line());
+    }
+    let counts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    println!(
+        "rows by state: {}",
+        if counts.is_empty() {
+            "none".into()
+        } else {
+            counts.join(", ")
+        }
+    );
+    Ok(())
+}
