@@ -365,3 +365,153 @@ impl Run {
 pub fn sibling(db: &Db, name: &str) -> PathBuf {
     Path::new(db.dir.path()).join(name)
 }
+
+// --- batch helpers ---
+// Used by tests/batch.rs: hand-made ledger rows, direct HTTP to the core simulator, and
+// the batch tools run with their default log level.
+
+/// A port with nothing listening on it (a core that is down).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A core URL where nothing listens: connections are refused.
+pub fn dead_core_url() -> String {
+    format!("http://127.0.0.1:{}", free_port())
+}
+
+/// One HTTP/1.1 exchange with the core simulator: (status, body).
+pub fn core_http(core: &Server, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(&core.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("HTTP response");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line in {head:?}"));
+    (status, body.to_string())
+}
+
+/// `GET /v1/transfers/{guid}` at the core (counts as an inquiry in `/_stats`).
+pub fn core_inquiry(core: &Server, guid: &str) -> Option<serde_json::Value> {
+    match core_http(core, "GET", &format!("/v1/transfers/{guid}"), "") {
+        (200, body) => Some(serde_json::from_str(&body).unwrap()),
+        (404, _) => None,
+        other => panic!("inquiry for {guid}: {other:?}"),
+    }
+}
+
+/// Books the transfer in request message `m` at the core directly, as if an earlier send
+/// had reached it. Returns the booking JSON.
+pub fn core_book(core: &Server, m: &[u8]) -> serde_json::Value {
+    let t = wire::parse_request(m).unwrap();
+    let body = serde_json::json!({
+        "guid": t.guid, "tx_code": "TRNF", "from_account": t.from_account,
+        "to_account": t.to_account, "amount": t.amount, "memo": t.memo,
+    });
+    let (status, text) = core_http(core, "POST", "/v1/transfers", &body.to_string());
+    assert_eq!(status, 200, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The 0000 reply the relay would give for request `m` and a core booking JSON.
+pub fn booked_reply(m: &[u8], booking: &serde_json::Value) -> Vec<u8> {
+    let body = wire::booking_body(
+        booking["core_ref"].as_str().unwrap(),
+        booking["amount"].as_u64().unwrap(),
+        booking["booked_at"].as_str().unwrap(),
+    )
+    .unwrap();
+    wire::reply_to(m, &wire::OK, Some(&body))
+}
+
+/// A row as the batch tests describe it; `None` columns are left NULL (attempts: default).
+pub struct HandRow<'a> {
+    pub guid: &'a str,
+    pub state: &'a str,
+    pub rsp_code: Option<&'a str>,
+    pub request: Option<&'a [u8]>,
+    pub response: Option<&'a [u8]>,
+    pub attempts: Option<i64>,
+    /// `updated_at = datetime('now', '-AGE seconds')`.
+    pub age_secs: u64,
+}
+
+/// Inserts a row by hand, as another tool or an operator would.
+pub fn insert_row(db: &Db, r: &HandRow<'_>) {
+    let l = Ledger::open(&db.path).unwrap();
+    l.connection()
+            .execute(
+                "INSERT INTO tx (guid, tx_code, state, rsp_code, request, response, attempts, updated_at) \
+                 VALUES (?1, CASE WHEN ?4 IS NULL THEN NULL ELSE 'TRNF' END, ?2, ?3, ?4, ?5, \
+                 coalesce(?6, 0), datetime('now', ?7))",
+                rusqlite::params![
+                    r.guid,
+                    r.state,
+                    r.rsp_code,
+                    r.request,
+                    r.response,
+                    r.attempts,
+                    format!("-{} seconds", r.age_secs)
+                ],
+            )
+            .unwrap();
+}
+
+/// Makes a row look `secs` seconds old.
+pub fn age_row(db: &Db, guid: &str, secs: u64) {
+    let l = Ledger::open(&db.path).unwrap();
+    let n = l
+        .connection()
+        .execute(
+            "UPDATE tx SET updated_at = datetime('now', ?2) WHERE guid = ?1",
+            rusqlite::params![guid, format!("-{secs} seconds")],
+        )
+        .unwrap();
+    assert_eq!(n, 1, "no row {guid} to age");
+}
+
+/// Every row, by guid.
+pub fn all_rows(db: &Db) -> Vec<Row> {
+    let l = Ledger::open(&db.path).unwrap();
+    let guids: Vec<String> = l
+        .connection()
+        .prepare("SELECT guid FROM tx ORDER BY guid")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    guids.iter().map(|g| l.get(g).unwrap().unwrap()).collect()
+}
+
+/// Runs a batch tool with its default log level (so that per-row warnings reach stderr
+/// whatever RUST_LOG the test runner has).
+pub fn tool(name: &str, args: &[&str]) -> Run {
+    Run::with_env(name, args, &[("RUST_LOG", "info")])
+}
+
+/// stdout as the one JSON object `--json` prints.
+pub fn run_json(run: &Run) -> serde_json::Value {
+    let out = run.stdout();
+    assert_eq!(
+        out.lines().count(),
+        1,
+        "{:?}: one JSON line, got {out:?}",
+        run.argv
+    );
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{:?}: {e}: {out:?}", run.argv))
+}

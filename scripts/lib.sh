@@ -1,0 +1,202 @@
+# shellcheck shell=bash
+# Shared helpers for the operator wrappers in this directory (relay.sh, resolve.sh,
+# reprocess.sh, purge.sh). Sourced, never run. Needs bash >= 5 (EPOCHREALTIME) and, for
+# the batch wrappers, flock(1) from util-linux.
+#
+# The calling script sets SELF (its own name, e.g. "resolve.sh") and SCRIPT_DIR (the
+# directory it lives in, symlinks resolved) before sourcing this file.
+: "${SELF:?set SELF before sourcing lib.sh}" "${SCRIPT_DIR:?set SCRIPT_DIR before sourcing lib.sh}"
+
+# Exit codes of the wrappers themselves. The tools' own codes (0 settled/ok, 1 fatal,
+# 2 usage, 3 rows left for a later run) are passed through unchanged.
+readonly EXIT_CONFIG=2     # a setting is missing or malformed (same class as a bad flag)
+readonly EXIT_LOCKED=75    # EX_TEMPFAIL: another run of the same wrapper holds the lock
+readonly EXIT_NO_BINARY=127 # the tool's binary was not found
+
+# ISO-8601 UTC timestamp with milliseconds, e.g. 2026-01-31T23:59:59.123Z. No fork.
+ts() {
+    local now=${EPOCHREALTIME:-}
+    if [[ -z $now ]]; then
+        date -u +%Y-%m-%dT%H:%M:%S.%3NZ
+        return
+    fi
+    local secs=${now%[.,]*} frac=${now#*[.,]}
+    frac="${frac}000"
+    TZ=UTC printf '%(%Y-%m-%dT%H:%M:%S)T.%sZ\n' "$secs" "${frac:0:3}"
+}
+
+# One timestamped line of the wrapper's own on stderr.
+log() {
+    printf '%s %s: %s\n' "$(ts)" "$SELF" "$*" >&2
+}
+
+# Logs and exits with the given code.
+die() {
+    local code=$1
+    shift
+    log "$*"
+    exit "$code"
+}
+
+# Copies stdin to stdout, each line prefixed with a timestamp (taken when the line
+# arrives). A last line without a newline is kept too.
+stamp() {
+    local line
+    while IFS= read -r line || [[ -n $line ]]; do
+        printf '%s %s\n' "$(ts)" "$line"
+    done
+}
+
+# True if any argument asks for help. Scans everything, so `resolve.sh --json --help`
+# prints the wrapper's usage too.
+wants_help() {
+    local a
+    for a in "$@"; do
+        case $a in
+            -h | --help) return 0 ;;
+            --) return 1 ;;
+        esac
+    done
+    return 1
+}
+
+# require_int NAME VALUE MIN: VALUE must be a decimal integer >= MIN.
+require_int() {
+    local name=$1 value=$2 min=$3
+    if ! [[ $value =~ ^[0-9]+$ ]] || ((10#$value < min)); then
+        die "$EXIT_CONFIG" "$name must be an integer >= $min, got '${value}'"
+    fi
+}
+
+# Prints the path of tool $1: $RELAY_BIN_DIR/$1 when RELAY_BIN_DIR is set (and nothing
+# else); otherwise ../target/release/$1, then ../target/debug/$1 next to the scripts,
+# then $1 on PATH. Returns 1 (with nothing printed) if none is executable.
+find_bin() {
+    local name=$1 candidate
+    if [[ -n ${RELAY_BIN_DIR:-} ]]; then
+        candidate="$RELAY_BIN_DIR/$name"
+        [[ -f $candidate && -x $candidate ]] || return 1
+        printf '%s\n' "$candidate"
+        return 0
+    fi
+    for candidate in "${SCRIPT_DIR%/*}/target/release/$name" "${SCRIPT_DIR%/*}/target/debug/$name"; do
+        if [[ -f $candidate && -x $candidate ]]; then
+            printf '%s\n' "$candidate"
+            return 0
+        fi
+    done
+    command -v -- "$name" 2>/dev/null || return 1
+}
+
+# Like find_bin, but exits with EXIT_NO_BINARY and a message naming where it looked.
+need_bin() {
+    local name=$1 path
+    if ! path=$(find_bin "$name"); then
+        if [[ -n ${RELAY_BIN_DIR:-} ]]; then
+            die "$EXIT_NO_BINARY" "no executable '$name' in RELAY_BIN_DIR=$RELAY_BIN_DIR"
+        fi
+        die "$EXIT_NO_BINARY" "no executable '$name' in ${SCRIPT_DIR%/*}/target/{release,debug} nor on PATH; set RELAY_BIN_DIR"
+    fi
+    printf '%s\n' "$path"
+}
+
+# Appends the tool's own --help (its flags, all of which may be passed through), if the
+# binary can be found. Never fails.
+tool_help() {
+    local name=$1 path
+    printf '\nOptions of %s (extra arguments are passed to it unchanged):\n\n' "$name"
+    if path=$(find_bin "$name"); then
+        "$path" --help 2>&1 | sed -e '1,/^Options:/d' -e 's/^/  /' || true
+    else
+        printf '  (binary not found; build it with: cargo build --release --bins)\n'
+    fi
+}
+
+# The usage text shared by the batch wrappers (resolve.sh, reprocess.sh, purge.sh):
+# $1 = tool, $2 = one-line description, $3 = the tool-specific variables (CORE_URL
+# included where the tool uses it), already formatted.
+batch_usage() {
+    local tool=$1 what=$2 specific=$3
+    cat <<EOF
+Usage: $SELF [TOOL-OPTION...]
+
+$what
+Runs $tool once under a lock, for cron or a service manager (a oneshot unit + timer).
+
+Environment:
+  LEDGER_DB            the relay's SQLite ledger (required)
+$specific  LOCK_DIR             directory of the lock file   [default: the ledger's directory]
+                       lock file: \${LOCK_DIR:-\$(dirname LEDGER_DB)}/\$(basename LEDGER_DB).$tool.lock
+  RELAY_BIN_DIR        directory holding the $tool binary
+                       [default: ../target/release, else ../target/debug next to this
+                       script, else PATH]
+  RUST_LOG             log filter of the tool       [default: info]
+
+Empty variables count as unset. The tool's own variables (${tool^^}_DB, ...) are set by
+this script from the ones above; an option given on the command line wins over them.
+
+Output: the tool's stdout (summary line, or JSON with --json) is passed through
+untouched. Every stderr line, the tool's and this script's, is prefixed with an
+ISO-8601 UTC timestamp (e.g. 2026-01-31T23:59:59.123Z).
+
+Exit codes:
+  0    done: everything selected was settled (or nothing to do, or --dry-run)
+  1    fatal error of the tool (cannot open the ledger, ...), or the lock file
+       cannot be opened or locked (no flock(1), ...)
+  2    usage: bad option (from the tool) or a missing/malformed setting (from $SELF)
+  3    some rows are left for a later run (core unreachable, inquiry error, skipped rows)
+  75   another $SELF run on the same ledger holds the lock; nothing was done (EX_TEMPFAIL)
+  127  the $tool binary was not found
+  other: the tool was killed by a signal (128 + signal number)
+EOF
+    tool_help "$tool"
+}
+
+# Validates LEDGER_DB/CORE_URL/LOCK_DIR/RUST_LOG for a batch wrapper and sets LOCK_FILE
+# for tool $1.
+batch_settings() {
+    local tool=$1
+    LEDGER_DB=${LEDGER_DB:-}
+    [[ -n $LEDGER_DB ]] || die "$EXIT_CONFIG" "LEDGER_DB is not set: the path of the relay's SQLite ledger is required (see $SELF --help)"
+    CORE_URL=${CORE_URL:-http://127.0.0.1:9201}
+    local dir
+    if [[ -n ${LOCK_DIR:-} ]]; then
+        dir=$LOCK_DIR
+    else
+        dir=$(dirname -- "$LEDGER_DB")
+    fi
+    LOCK_FILE="$dir/$(basename -- "$LEDGER_DB").$tool.lock"
+    export RUST_LOG=${RUST_LOG:-info}
+}
+
+# Takes the wrapper's lock without waiting, or exits with EXIT_LOCKED. The lock's file
+# descriptor stays open in the tool too, so the lock is held as long as the tool runs, even
+# if this script is killed first. The lock file is never deleted (deleting it would let
+# two runs lock two different files).
+take_lock() {
+    if ! { exec {LOCK_FD}>>"$LOCK_FILE"; } 2>/dev/null; then
+        die 1 "cannot open lock file $LOCK_FILE (set LOCK_DIR to a writable directory)"
+    fi
+    command -v flock >/dev/null || die 1 "flock(1) not found; install util-linux"
+    local rc=0
+    flock -n "$LOCK_FD" || rc=$?
+    case $rc in
+        0) ;;
+        1) die "$EXIT_LOCKED" "another run holds $LOCK_FILE; not running (exit $EXIT_LOCKED)" ;;
+        *) die 1 "flock $LOCK_FILE failed (exit $rc)" ;;
+    esac
+}
+
+# Runs "$@" with its stderr timestamped line by line and its stdout untouched; sets RC to
+# its exit code. Waits until every stderr line is written. Neither the tool's exit code
+# nor set -e is lost to a pipeline: stderr goes through a process substitution.
+# shellcheck disable=SC2034 # RC is read by the caller
+run_stamped() {
+    local errfd pid
+    exec {errfd}> >(stamp >&2)
+    pid=$!
+    RC=0
+    "$@" 2>&"$errfd" {errfd}>&- || RC=$?
+    exec {errfd}>&-
+    wait "$pid" || true
+}
