@@ -2,10 +2,12 @@
 //! misbehaves on demand, so that the relay's handling of doubt can be tested.
 
 mod hangup;
+mod journal;
 mod sim;
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::thread;
@@ -30,6 +32,11 @@ struct Args {
     /// How long a `SLOW` memo makes the core think before booking, in milliseconds.
     #[arg(long, env = "CORESIM_SLOW_MS", default_value_t = 3000)]
     slow_ms: u64,
+    /// Append every booking to this file (one JSON line each, flushed before the answer)
+    /// and load it at start-up, so that bookings survive a restart. Without it the
+    /// simulator forgets everything when it stops.
+    #[arg(long, env = "CORESIM_JOURNAL")]
+    journal: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -45,6 +52,14 @@ fn main() -> ExitCode {
 
 fn run() -> anyhow::Result<()> {
     let args = Args::parse();
+    // The journal is loaded before the port opens: a client never sees a core that has
+    // not yet remembered its bookings.
+    let slow = Duration::from_millis(args.slow_ms);
+    let core = match &args.journal {
+        Some(path) => Core::with_journal(slow, path)?,
+        None => Core::new(slow),
+    };
+    let core = Arc::new(core);
     let server = Server::http(&args.listen)
         .map_err(|e| anyhow!("{e}"))
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -59,7 +74,6 @@ fn run() -> anyhow::Result<()> {
     stdout.flush().context("cannot write to stdout")?;
     drop(stdout);
 
-    let core = Arc::new(Core::new(Duration::from_millis(args.slow_ms)));
     for request in server.incoming_requests() {
         let core = Arc::clone(&core);
         // One thread per request: a SLOW answer must never hold up the others. If no

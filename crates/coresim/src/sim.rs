@@ -4,6 +4,7 @@
 //! tested) apart from how the answer travels.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
@@ -12,6 +13,8 @@ use serde::Deserialize;
 use serde_json::{Map, Number, Value, json};
 use time::OffsetDateTime;
 use time::macros::format_description;
+
+use crate::journal::{Entry, Journal};
 
 /// The transfer body of contract §3. Every field is required so that a relay
 /// sending an incomplete request hears about it (400) instead of booking garbage.
@@ -114,31 +117,76 @@ impl Booking {
     }
 }
 
-#[derive(Default)]
 struct Book {
     /// Every booking per GUID, oldest first: GET answers with the first, `_stats`
     /// counts them all, because double bookings are what the tests hunt for.
     by_guid: BTreeMap<String, Vec<Booking>>,
     bookings: u64,
     inquiries: u64,
+    /// The number of the last `core_ref` handed out. Starts at the start time in seconds
+    /// followed by seven zero digits, so that `core_ref`s stay unique within a run and, in
+    /// practice, across restarts; with a journal, at least the highest one on file.
+    last_ref: u64,
+    /// Where bookings are made durable first (`--journal`); `None`: memory only.
+    journal: Option<Journal>,
 }
 
 pub struct Core {
     book: Mutex<Book>,
     slow: Duration,
-    /// Start time in seconds followed by seven digits of booking counter, so that
-    /// `core_ref`s stay unique within a run and, in practice, across restarts.
-    ref_base: u64,
 }
 
 impl Core {
+    /// A core that forgets everything when it stops.
     pub fn new(slow: Duration) -> Self {
         let start = u64::try_from(OffsetDateTime::now_utc().unix_timestamp()).unwrap_or(0);
         Core {
-            book: Mutex::default(),
+            book: Mutex::new(Book {
+                by_guid: BTreeMap::new(),
+                bookings: 0,
+                inquiries: 0,
+                last_ref: start * 10_000_000,
+                journal: None,
+            }),
             slow,
-            ref_base: start * 10_000_000,
         }
+    }
+
+    /// A core whose bookings survive a restart: loads the journal at `path` (created if
+    /// missing) and appends every new booking to it before counting or answering it.
+    pub fn with_journal(slow: Duration, path: &Path) -> anyhow::Result<Self> {
+        let (journal, entries) = Journal::open(path)?;
+        let core = Core::new(slow);
+        {
+            let mut book = core.lock();
+            for entry in entries {
+                let numbered = entry
+                    .core_ref
+                    .strip_prefix('C')
+                    .and_then(|digits| digits.parse::<u64>().ok());
+                if let Some(n) = numbered {
+                    book.last_ref = book.last_ref.max(n);
+                }
+                book.bookings += 1;
+                book.by_guid
+                    .entry(entry.guid.clone())
+                    .or_default()
+                    .push(Booking {
+                        guid: entry.guid,
+                        core_ref: entry.core_ref,
+                        amount: entry.amount,
+                        booked_at: entry.booked_at,
+                    });
+            }
+            log::info!(
+                "journal {}: {} bookings of {} GUIDs loaded",
+                path.display(),
+                book.bookings,
+                book.by_guid.len()
+            );
+            book.journal = Some(journal);
+        }
+        Ok(core)
     }
 
     /// Decides the answer to one request. May sleep (SLOW), so call it off the accept loop.
@@ -171,15 +219,18 @@ impl Core {
         let reply = match directive {
             Directive::Fail500 => error(500, "E500", "simulated core failure"),
             Directive::Reject => error(422, "B001", "rejected by simulator"),
-            Directive::Drop => {
-                self.book(&request);
-                Reply::Drop
-            }
+            Directive::Drop => match self.book(&request) {
+                Ok(_) => Reply::Drop,
+                Err(e) => journal_failure(&e),
+            },
             Directive::Slow => {
                 thread::sleep(self.slow);
-                Reply::Json(200, self.book(&request).to_json())
+                self.book(&request)
+                    .map_or_else(|e| journal_failure(&e), |b| Reply::Json(200, b.to_json()))
             }
-            Directive::Normal => Reply::Json(200, self.book(&request).to_json()),
+            Directive::Normal => self
+                .book(&request)
+                .map_or_else(|e| journal_failure(&e), |b| Reply::Json(200, b.to_json())),
         };
         Outcome {
             reply,
@@ -189,21 +240,32 @@ impl Core {
     }
 
     /// Books unconditionally: the real core is not idempotent, and neither is this one.
-    fn book(&self, request: &TransferRequest) -> Booking {
+    /// With a journal the booking is on file before it is counted or answered; if it cannot
+    /// be written, nothing is booked.
+    fn book(&self, request: &TransferRequest) -> anyhow::Result<Booking> {
         let booked_at = now_rfc3339();
         let mut book = self.lock();
-        book.bookings += 1;
         let booking = Booking {
             guid: request.guid.clone(),
-            core_ref: format!("C{:017}", self.ref_base + book.bookings),
+            core_ref: format!("C{:017}", book.last_ref + 1),
             amount: request.amount.clone(),
             booked_at,
         };
+        if let Some(journal) = book.journal.as_mut() {
+            journal.append(&Entry {
+                guid: booking.guid.clone(),
+                core_ref: booking.core_ref.clone(),
+                amount: booking.amount.clone(),
+                booked_at: booking.booked_at.clone(),
+            })?;
+        }
+        book.last_ref += 1;
+        book.bookings += 1;
         book.by_guid
             .entry(request.guid.clone())
             .or_default()
             .push(booking.clone());
-        booking
+        Ok(booking)
     }
 
     fn inquire(&self, guid: &str) -> Reply {
@@ -239,6 +301,13 @@ impl Core {
 
 fn error(status: u16, code: &str, message: &str) -> Reply {
     Reply::Json(status, json!({ "code": code, "message": message }))
+}
+
+/// The journal could not be written: nothing was booked, and the client hears a 5xx (to the
+/// relay: outcome unknown, which an inquiry then settles as "never booked").
+fn journal_failure(e: &anyhow::Error) -> Reply {
+    log::error!("booking refused: {e:#}");
+    error(500, "E500", "cannot write the journal; nothing booked")
 }
 
 fn not_found() -> Reply {

@@ -1,8 +1,10 @@
 //! Black-box tests: the real binary on a free port, spoken to over raw TCP so that
 //! what goes over the wire (including nothing at all, for DROP) is what is checked.
 
+use std::fs::{self, OpenOptions};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -17,11 +19,16 @@ struct Core {
 
 impl Core {
     fn start(extra: &[&str]) -> Core {
+        Core::start_logged(extra, Stdio::null())
+    }
+
+    fn start_logged(extra: &[&str], stderr: Stdio) -> Core {
         let mut child = Command::new(env!("CARGO_BIN_EXE_coresim"))
             .args(["--listen", "127.0.0.1:0"])
             .args(extra)
+            .env_remove("CORESIM_JOURNAL")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("spawn coresim");
         let stdout = child.stdout.take().expect("piped stdout");
@@ -271,4 +278,182 @@ fn slow_requests_proceed_concurrently() {
         started.elapsed()
     );
     assert_eq!(core.stats()["bookings"], 60);
+}
+
+// --- the journal (--journal): bookings survive a restart ---
+
+/// A core on `journal` whose stderr goes to `log` (appended).
+fn start_journaled(journal: &Path, log: &Path) -> Core {
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("open log");
+    Core::start_logged(&["--journal", journal.to_str().unwrap()], Stdio::from(log))
+}
+
+fn journal_lines(journal: &Path) -> Vec<Value> {
+    fs::read_to_string(journal)
+        .expect("read journal")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+#[test]
+fn restart_with_the_same_journal_keeps_bookings_and_inquiries() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("core.journal");
+    let log = dir.path().join("stderr");
+
+    let mut core = start_journaled(&journal, &log);
+    let (_, g1) = core.post("G1", "rent");
+    core.post("G1", "rent");
+    let (_, g2) = core.post("G2", "rent");
+    let mut dropped = core.connect();
+    send(
+        &mut dropped,
+        "POST",
+        "/v1/transfers",
+        &transfer("D1", "DROP"),
+        true,
+    );
+    assert_hung_up_silently(dropped);
+    assert_eq!(core.post("F1", "FAIL500").0, 500);
+    assert_eq!(core.post("R1", "REJECT").0, 422);
+    let before = core.stats();
+    assert_eq!(before["by_guid"], json!({"G1": 2, "G2": 1, "D1": 1}));
+    // One line per booking, written before the answer: all four are on file already.
+    let lines = journal_lines(&journal);
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[0], g1);
+
+    // SIGKILL, as the chaos run does, then the same journal again.
+    let _ = core.child.kill();
+    let _ = core.child.wait();
+    let core = start_journaled(&journal, &log);
+    let after = core.stats();
+    assert_eq!(after["by_guid"], before["by_guid"]);
+    assert_eq!(after["bookings"], 4);
+    assert_eq!(
+        core.request("GET", "/v1/transfers/G1", ""),
+        (200, g1.clone())
+    );
+    assert_eq!(core.request("GET", "/v1/transfers/G2", ""), (200, g2));
+    assert_eq!(core.request("GET", "/v1/transfers/F1", "").0, 404);
+    assert_eq!(core.request("GET", "/v1/transfers/D1", "").0, 200);
+
+    // New bookings go on with fresh core_refs and land in the same journal.
+    let (status, g3) = core.post("G3", "rent");
+    assert_eq!(status, 200);
+    let old_refs: Vec<&Value> = lines.iter().map(|l| &l["core_ref"]).collect();
+    assert!(
+        !old_refs.contains(&&g3["core_ref"]),
+        "{g3} reuses a core_ref"
+    );
+    assert!(g3["core_ref"].as_str() > g1["core_ref"].as_str());
+    assert_eq!(core.stats()["bookings"], 5);
+    assert_eq!(journal_lines(&journal).len(), 5);
+    assert!(
+        fs::read_to_string(&log).unwrap().contains("4 bookings"),
+        "start-up should say what it loaded"
+    );
+}
+
+#[test]
+fn a_torn_last_line_is_ignored_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("core.journal");
+    let log = dir.path().join("stderr");
+    let good = r#"{"guid":"G1","core_ref":"C00000000000000007","amount":1500,"booked_at":"2026-01-01T00:00:00Z"}"#;
+    // A process killed in the middle of writing its second line.
+    fs::write(&journal, format!("{good}\n{{\"guid\":\"G2\",\"core_r")).unwrap();
+
+    let core = start_journaled(&journal, &log);
+    assert_eq!(core.stats()["by_guid"], json!({"G1": 1}));
+    assert_eq!(core.request("GET", "/v1/transfers/G2", "").0, 404);
+    let stderr = fs::read_to_string(&log).unwrap();
+    assert!(
+        stderr.contains("torn"),
+        "no warning about the torn line: {stderr}"
+    );
+
+    // The torn bytes are gone, so the next booking is a clean line of its own.
+    let (_, g3) = core.post("G3", "rent");
+    let lines = journal_lines(&journal);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[1], g3);
+    drop(core);
+    let core = start_journaled(&journal, &log);
+    assert_eq!(core.stats()["by_guid"], json!({"G1": 1, "G3": 1}));
+}
+
+#[test]
+fn a_damaged_line_before_the_last_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("core.journal");
+    let good = r#"{"guid":"G1","core_ref":"C00000000000000007","amount":1500,"booked_at":"2026-01-01T00:00:00Z"}"#;
+    fs::write(&journal, format!("garbage\n{good}\n")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_coresim"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--journal",
+            journal.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn coresim");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("coresim started on a damaged journal");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("line 1"), "{stderr}");
+    // Nothing was cut from a journal it refused.
+    assert_eq!(
+        fs::read_to_string(&journal).unwrap(),
+        format!("garbage\n{good}\n")
+    );
+}
+
+#[test]
+fn the_journal_can_be_given_by_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("env.journal");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_coresim"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env("CORESIM_JOURNAL", &journal)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn coresim");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let core = Core {
+        child,
+        addr: line
+            .trim_end()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .to_owned(),
+    };
+    core.post("E1", "rent");
+    assert_eq!(journal_lines(&journal).len(), 1);
 }

@@ -1,0 +1,271 @@
+//! A channel: one thread, one persistent connection to the relay (reopened whenever the relay
+//! went away), playing its planner's steps one after another and recording every request
+//! with what came back.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ledger::wire;
+
+use crate::plan::{Action, Planner, Request};
+
+/// How long a channel waits for a reply. The relay answers within its connect + read
+/// timeouts plus ledger waits (5 s busy timeout at most, twice); longer means it hangs.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
+/// The pause after an `E902`.
+const E902_PAUSE: Duration = Duration::from_millis(200);
+/// How long the second sender of an in-flight pair tries to connect.
+const TWIN_CONNECT: Duration = Duration::from_secs(2);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    New,
+    Resend,
+    /// The first of an in-flight pair (a new GUID).
+    InFlightFirst,
+    /// The second of an in-flight pair, sent at about the same time from another thread.
+    InFlightTwin,
+    OtherAmount,
+}
+
+/// What came back for one request.
+#[derive(Clone, Debug)]
+pub enum Answer {
+    Reply(Vec<u8>),
+    /// The connection broke before a reply (the relay was killed), or could not be opened.
+    NoReply(String),
+    /// No reply within `REPLY_TIMEOUT` from a relay that kept the connection open.
+    Timeout,
+    /// Bytes that are not a reply frame.
+    Garbage(String),
+}
+
+/// One request as sent, with its answer.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    pub channel: usize,
+    pub kind: Kind,
+    pub req: Request,
+    pub answer: Answer,
+    /// For `OtherAmount`: a reply implying a ledger row had been received for this GUID
+    /// before it was sent, so the answer must be `E904`.
+    pub row_known: bool,
+    /// Seconds since the start of the run, when it was sent.
+    pub at: f64,
+}
+
+impl Sent {
+    pub fn code(&self) -> Option<String> {
+        match &self.answer {
+            Answer::Reply(r) if r.len() >= wire::HEADER_LEN => {
+                Some(String::from_utf8_lossy(&r[41..45]).into_owned())
+            }
+            _ => None,
+        }
+    }
+}
+
+pub struct Ctx {
+    pub relay: SocketAddr,
+    pub stop: Arc<AtomicBool>,
+    pub start: Instant,
+}
+
+/// Plays channel `index` until `ctx.stop` is set; returns what it sent.
+pub fn run(seed: u64, index: usize, ctx: &Ctx) -> Vec<Sent> {
+    let mut planner = Planner::new(seed, index);
+    let mut conn: Option<TcpStream> = None;
+    let mut sent = Vec::new();
+    // Per GUID of this channel's history: a reply implying a row has been seen.
+    let mut row_known: Vec<bool> = Vec::new();
+    while !ctx.stop.load(Ordering::Relaxed) {
+        let step = planner.next_step();
+        thread::sleep(step.pause);
+        // Told "not sent" (the core is down), a channel lets it rest a moment rather than
+        // fill the ledger with FAILED rows at full speed.
+        if sent
+            .last()
+            .is_some_and(|s: &Sent| s.code().as_deref() == Some("E902"))
+        {
+            thread::sleep(E902_PAUSE);
+        }
+        match step.action {
+            Action::New(req) => {
+                row_known.push(false);
+                let h = row_known.len() - 1;
+                let Some(s) = send_one(ctx, &mut conn, index, Kind::New, req, false) else {
+                    break;
+                };
+                row_known[h] |= implies_row(&s);
+                sent.push(s);
+            }
+            Action::Resend { index: h, req } => {
+                let Some(s) = send_one(ctx, &mut conn, index, Kind::Resend, req, false) else {
+                    break;
+                };
+                row_known[h] |= implies_row(&s);
+                sent.push(s);
+            }
+            Action::OtherAmount { index: h, req } => {
+                let known = row_known[h];
+                let Some(s) = send_one(ctx, &mut conn, index, Kind::OtherAmount, req, known) else {
+                    break;
+                };
+                sent.push(s);
+            }
+            Action::InFlight(req) => {
+                row_known.push(false);
+                let h = row_known.len() - 1;
+                let (first, twin) = send_twins(ctx, &mut conn, index, &req);
+                for s in first.into_iter().chain(twin) {
+                    row_known[h] |= implies_row(&s);
+                    sent.push(s);
+                }
+            }
+        }
+    }
+    sent
+}
+
+/// Any reply but E900/E905 means the relay found or made a row for the GUID.
+pub fn implies_row(s: &Sent) -> bool {
+    matches!(s.code().as_deref(), Some(c) if c != "E900" && c != "E905")
+}
+
+/// Sends one request on the persistent connection, (re)connecting first. `None`: the run
+/// stopped before it could be sent.
+fn send_one(
+    ctx: &Ctx,
+    conn: &mut Option<TcpStream>,
+    channel: usize,
+    kind: Kind,
+    req: Request,
+    row_known: bool,
+) -> Option<Sent> {
+    let stream = ensure_connected(ctx, conn, None)?;
+    let at = ctx.start.elapsed().as_secs_f64();
+    let answer = exchange(stream, &req.msg);
+    if !matches!(answer, Answer::Reply(_)) {
+        *conn = None; // whatever broke, start afresh
+    }
+    Some(Sent {
+        channel,
+        kind,
+        req,
+        answer,
+        row_known,
+        at,
+    })
+}
+
+/// Sends the same new request from this thread (persistent connection) and from a helper
+/// thread (its own connection), released together by a barrier. Returns what was sent
+/// (either may be missing if the run stopped before it could be sent).
+fn send_twins(
+    ctx: &Ctx,
+    conn: &mut Option<TcpStream>,
+    channel: usize,
+    req: &Request,
+) -> (Option<Sent>, Option<Sent>) {
+    let barrier = Barrier::new(2);
+    thread::scope(|scope| {
+        let helper = scope.spawn(|| {
+            let mut own: Option<TcpStream> = None;
+            let connected = ensure_connected(ctx, &mut own, Some(TWIN_CONNECT)).is_some();
+            barrier.wait();
+            let stream = own.as_mut().filter(|_| connected)?;
+            let at = ctx.start.elapsed().as_secs_f64();
+            let answer = exchange(stream, &req.msg);
+            Some(Sent {
+                channel,
+                kind: Kind::InFlightTwin,
+                req: req.clone(),
+                answer,
+                row_known: false,
+                at,
+            })
+        });
+        let mine = ensure_connected(ctx, conn, None).is_some();
+        barrier.wait();
+        let first = if mine {
+            let at = ctx.start.elapsed().as_secs_f64();
+            let stream = conn.as_mut().expect("connected");
+            let answer = exchange(stream, &req.msg);
+            if !matches!(answer, Answer::Reply(_)) {
+                *conn = None;
+            }
+            Some(Sent {
+                channel,
+                kind: Kind::InFlightFirst,
+                req: req.clone(),
+                answer,
+                row_known: false,
+                at,
+            })
+        } else {
+            None
+        };
+        let twin = helper.join().ok().flatten();
+        (first, twin)
+    })
+}
+
+/// The open connection, or a new one. Retries every 50 ms while the relay is down, until
+/// `ctx.stop` is set or `limit` (if any) passes.
+fn ensure_connected<'a>(
+    ctx: &Ctx,
+    conn: &'a mut Option<TcpStream>,
+    limit: Option<Duration>,
+) -> Option<&'a mut TcpStream> {
+    let deadline = limit.map(|l| Instant::now() + l);
+    while conn.is_none() {
+        if ctx.stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+            return None;
+        }
+        match TcpStream::connect_timeout(&ctx.relay, Duration::from_secs(1)) {
+            // A connect to a port nobody listens on can, rarely, connect the socket to
+            // itself (same address both ends): that is not the relay.
+            Ok(s) if s.local_addr().ok() == s.peer_addr().ok() => {}
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                let _ = s.set_read_timeout(Some(REPLY_TIMEOUT));
+                let _ = s.set_write_timeout(Some(REPLY_TIMEOUT));
+                *conn = Some(s);
+                break;
+            }
+            Err(_) => {}
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    conn.as_mut()
+}
+
+/// Writes one framed request and reads one framed reply.
+fn exchange(s: &mut TcpStream, msg: &[u8]) -> Answer {
+    if let Err(e) = s.write_all(&wire::frame(msg)) {
+        return Answer::NoReply(format!("write: {e}"));
+    }
+    let mut prefix = [0u8; wire::PREFIX_LEN];
+    if let Err(e) = s.read_exact(&mut prefix) {
+        return broken(&e, "reply prefix");
+    }
+    let Some(len) = wire::parse_len(&prefix) else {
+        return Answer::Garbage(format!("length prefix {prefix:?}"));
+    };
+    let mut reply = vec![0u8; len];
+    if let Err(e) = s.read_exact(&mut reply) {
+        return broken(&e, "reply body");
+    }
+    Answer::Reply(reply)
+}
+
+fn broken(e: &io::Error, what: &str) -> Answer {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Answer::Timeout,
+        _ => Answer::NoReply(format!("{what}: {e}")),
+    }
+}

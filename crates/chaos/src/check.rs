@@ -1,0 +1,441 @@
+//! After the run: the ledger, the core's books and what every channel was told, held against
+//! each other. Each finding names its GUID and carries its evidence.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::thread;
+
+use ledger::wire;
+use ledger::{Row, State};
+use serde_json::Value;
+
+use crate::channel::{Answer, Kind, Sent, implies_row};
+use crate::http;
+use crate::plan::Memo;
+
+/// One broken promise.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub check: &'static str,
+    pub guid: String,
+    pub what: String,
+}
+
+/// The outcome of the checks: per check, how many cases were examined and what failed.
+#[derive(Default)]
+pub struct Checks {
+    pub examined: BTreeMap<&'static str, usize>,
+    pub violations: Vec<Violation>,
+}
+
+impl Checks {
+    fn case(&mut self, check: &'static str) {
+        *self.examined.entry(check).or_default() += 1;
+    }
+
+    fn fail(&mut self, check: &'static str, guid: &str, what: String) {
+        self.violations.push(Violation {
+            check,
+            guid: guid.to_string(),
+            what,
+        });
+    }
+
+    pub fn failed(&self, check: &str) -> usize {
+        self.violations.iter().filter(|v| v.check == check).count()
+    }
+}
+
+pub const A: &str = "(a)";
+pub const B: &str = "(b)";
+pub const C: &str = "(c)";
+pub const D: &str = "(d)";
+pub const E: &str = "(e)";
+pub const F: &str = "(f)";
+
+/// What each check promises, for the report.
+pub const TITLES: [(&str, &str); 6] = [
+    (A, "no GUID booked more than once at the core"),
+    (
+        B,
+        "core bookings <-> DONE/0000 rows, one to one, stored reply = booking",
+    ),
+    (
+        C,
+        "every 0000 or B001 a channel received = the ledger's stored reply",
+    ),
+    (
+        D,
+        "every GUID a channel was answered for (not E900/E905) has a row",
+    ),
+    (
+        E,
+        "every reply fits its request (GUID, amount, code vs memo, E904)",
+    ),
+    (F, "after quiescing, every row settled as its memo says"),
+];
+
+/// A booking as the core's inquiry returns it.
+#[derive(Debug, Clone)]
+pub struct Booking {
+    pub core_ref: String,
+    pub amount: u64,
+    pub booked_at: String,
+}
+
+fn booking_of(v: &Value) -> Option<Booking> {
+    Some(Booking {
+        core_ref: v["core_ref"].as_str()?.to_string(),
+        amount: v["amount"].as_u64()?,
+        booked_at: v["booked_at"].as_str()?.to_string(),
+    })
+}
+
+/// Inquires every GUID at the core, a few at a time: GUID → booking (None: 404/error text).
+pub fn fetch_bookings(core: &str, guids: &[String]) -> HashMap<String, Result<Booking, String>> {
+    let out = Mutex::new(HashMap::new());
+    let chunk = guids.len().div_ceil(8).max(1);
+    thread::scope(|scope| {
+        for part in guids.chunks(chunk) {
+            let out = &out;
+            scope.spawn(move || {
+                for g in part {
+                    let got = match http::get(core, &format!("/v1/transfers/{g}")) {
+                        Ok((200, body)) => serde_json::from_str::<Value>(&body)
+                            .ok()
+                            .and_then(|v| booking_of(&v))
+                            .ok_or_else(|| format!("unreadable booking {body:?}")),
+                        Ok((status, body)) => Err(format!("HTTP {status} {body}")),
+                        Err(e) => Err(format!("{e:#}")),
+                    };
+                    out.lock().unwrap().insert(g.clone(), got);
+                }
+            });
+        }
+    });
+    out.into_inner().unwrap()
+}
+
+/// The memo of a row's stored request.
+pub fn row_memo(row: &Row) -> Option<Memo> {
+    let req = row.request.as_deref()?;
+    wire::parse_request(req).ok().map(|t| Memo::of(&t.memo))
+}
+
+/// `2026-12-02T09:30:12Z` → `20261202093012`.
+fn compact(rfc3339: &str) -> String {
+    rfc3339.chars().filter(char::is_ascii_digit).collect()
+}
+
+/// Runs every check. `by_guid`: the core's `/_stats` counts; `bookings`: its inquiry
+/// answers for those GUIDs.
+pub fn run(
+    sents: &[Sent],
+    rows: &[Row],
+    by_guid: &BTreeMap<String, u64>,
+    bookings: &HashMap<String, Result<Booking, String>>,
+) -> Checks {
+    let mut c = Checks::default();
+    let by_row: HashMap<&str, &Row> = rows.iter().map(|r| (r.guid.as_str(), r)).collect();
+
+    // (a) no double booking.
+    for (g, &n) in by_guid {
+        c.case(A);
+        if n != 1 {
+            c.fail(
+                A,
+                g,
+                format!("booked {n} times by the core (/_stats by_guid)"),
+            );
+        }
+    }
+
+    // (b) bookings -> DONE/0000 rows with the same core_ref and amount.
+    for g in by_guid.keys() {
+        c.case(B);
+        let row = by_row.get(g.as_str());
+        let booking = match bookings.get(g) {
+            Some(Ok(b)) => b,
+            Some(Err(e)) => {
+                c.fail(B, g, format!("counted in /_stats but inquiry failed: {e}"));
+                continue;
+            }
+            None => {
+                c.fail(B, g, "counted in /_stats but not inquired".into());
+                continue;
+            }
+        };
+        let Some(row) = row else {
+            c.fail(B, g, format!("booked ({booking:?}) but no ledger row"));
+            continue;
+        };
+        if row.state != State::Done || row.rsp_code.as_deref() != Some("0000") {
+            c.fail(
+                B,
+                g,
+                format!(
+                    "booked ({booking:?}) but the row is {} {} (attempts {:?})",
+                    row.state,
+                    row.rsp_code.as_deref().unwrap_or("-"),
+                    row.attempts
+                ),
+            );
+            continue;
+        }
+        let stored = row
+            .response
+            .as_deref()
+            .map(wire::parse_reply)
+            .map(|r| r.map(|r| r.booking));
+        match stored {
+            Some(Ok(Some(b)))
+                if b.core_ref == booking.core_ref
+                    && b.amount == booking.amount
+                    && b.booked_at == compact(&booking.booked_at) => {}
+            other => c.fail(
+                B,
+                g,
+                format!(
+                    "stored reply {other:?} does not match the core's booking {booking:?} (response {:?})",
+                    row.response.as_deref().map(String::from_utf8_lossy)
+                ),
+            ),
+        }
+    }
+    // ... and every DONE/0000 row has exactly one booking.
+    for row in rows {
+        if row.state == State::Done && row.rsp_code.as_deref() == Some("0000") {
+            c.case(B);
+            match by_guid.get(&row.guid) {
+                Some(1) => {}
+                n => c.fail(
+                    B,
+                    &row.guid,
+                    format!(
+                        "DONE/0000 row (response {:?}) but the core counts {n:?} bookings",
+                        row.response.as_deref().map(String::from_utf8_lossy)
+                    ),
+                ),
+            }
+        }
+    }
+
+    for s in sents {
+        let g = s.req.guid.as_str();
+        let row = by_row.get(g);
+        // (c) a 0000 reply (and a business rejection: also a stored final reply) is the
+        // stored reply, byte for byte.
+        if let (Some("0000" | "B001"), Answer::Reply(reply)) = (s.code().as_deref(), &s.answer) {
+            c.case(C);
+            match row.and_then(|r| r.response.as_deref()) {
+                Some(stored) if stored == reply.as_slice() => {}
+                stored => c.fail(
+                    C,
+                    g,
+                    format!(
+                        "channel {} ({:?}, t={:.2}s) got {:?}; the ledger holds {:?}",
+                        s.channel,
+                        s.kind,
+                        s.at,
+                        String::from_utf8_lossy(reply),
+                        stored.map(String::from_utf8_lossy)
+                    ),
+                ),
+            }
+        }
+        // (d) an answer implying a row: the row is still there.
+        if implies_row(s) {
+            c.case(D);
+            if row.is_none() {
+                c.fail(
+                    D,
+                    g,
+                    format!(
+                        "channel {} ({:?}, t={:.2}s) was answered {}, but the ledger has no row",
+                        s.channel,
+                        s.kind,
+                        s.at,
+                        s.code().unwrap_or_default()
+                    ),
+                );
+            }
+        }
+        // (e) the reply fits the request.
+        check_reply(&mut c, s);
+    }
+
+    // (f) every row settled as its memo says.
+    for row in rows {
+        c.case(F);
+        let memo = row_memo(row);
+        let code = row.rsp_code.as_deref().unwrap_or("-");
+        let ok = match (memo, row.state, code) {
+            (Some(Memo::Normal | Memo::Slow | Memo::Drop), State::Done, "0000") => true,
+            (Some(Memo::Reject), State::Done, "B001") => true,
+            // The simulator answers FAIL500 with 500 for ever: UNKNOWN until an inquiry
+            // finds it never booked (FAILED/E902), which reprocess resends, and so on.
+            (Some(Memo::Fail500), State::Unknown, "E901") => true,
+            (Some(Memo::Fail500), State::Failed, "E902") => true,
+            _ => false,
+        };
+        if !ok {
+            c.fail(
+                F,
+                &row.guid,
+                format!(
+                    "row left {} {code} (attempts {:?}, updated {}) for a {} request",
+                    row.state,
+                    row.attempts,
+                    row.updated_at,
+                    memo.map_or("unreadable", Memo::name)
+                ),
+            );
+        }
+    }
+    c
+}
+
+fn check_reply(c: &mut Checks, s: &Sent) {
+    let g = s.req.guid.as_str();
+    let reply = match &s.answer {
+        Answer::Reply(r) => r,
+        Answer::Garbage(what) => {
+            c.case(E);
+            c.fail(
+                E,
+                g,
+                format!("channel {} got a bad frame: {what}", s.channel),
+            );
+            return;
+        }
+        Answer::Timeout => {
+            c.case(E);
+            c.fail(
+                E,
+                g,
+                format!(
+                    "channel {} ({:?}, t={:.2}s): no reply within {:?} on an open connection",
+                    s.channel,
+                    s.kind,
+                    s.at,
+                    crate::channel::REPLY_TIMEOUT
+                ),
+            );
+            return;
+        }
+        Answer::NoReply(_) => return,
+    };
+    c.case(E);
+    let mut bad = |what: String| {
+        c.fail(
+            E,
+            g,
+            format!(
+                "channel {} ({:?}, t={:.2}s, {} memo): {what}; reply {:?}",
+                s.channel,
+                s.kind,
+                s.at,
+                s.req.memo.name(),
+                String::from_utf8_lossy(reply)
+            ),
+        );
+    };
+    let r = match wire::parse_reply(reply) {
+        Ok(r) => r,
+        Err(e) => return bad(format!("unparsable reply: {e}")),
+    };
+    if r.guid != g || r.tx_code != "TRNF" {
+        return bad(format!("reply for {:?}/{:?}", r.tx_code, r.guid));
+    }
+    let amount = wire::parse_request(&s.req.msg)
+        .map(|t| t.amount)
+        .unwrap_or_default();
+    let memo = s.req.memo;
+    match r.code.as_str() {
+        "0000" => {
+            if matches!(memo, Memo::Fail500 | Memo::Reject) {
+                bad("0000 for a request the core never books".into());
+            } else if r.booking.as_ref().map(|b| b.amount) != Some(amount) {
+                bad(format!(
+                    "0000 for another amount than the request's {amount}"
+                ));
+            }
+        }
+        "E900" => bad("E900 for a valid request".into()),
+        "E901" | "E902" | "E903" | "E904" | "E905" => {}
+        code if memo == Memo::Reject && code == "B001" => {}
+        code => bad(format!("unexpected code {code}")),
+    }
+    if s.kind == Kind::OtherAmount && s.row_known && r.code != "E904" {
+        bad("another amount under a GUID with a row was not answered E904".into());
+    }
+}
+
+/// Lines that mention `guid` as a whole word, from the run's files: the evidence.
+pub fn evidence(guid: &str, files: &[PathBuf], sents: &[Sent], max: usize) -> String {
+    let mut out = String::new();
+    let mut n = 0;
+    for s in sents.iter().filter(|s| s.req.guid == guid) {
+        let answer = match &s.answer {
+            Answer::Reply(r) => format!("reply {:?}", String::from_utf8_lossy(r)),
+            Answer::NoReply(why) => format!("no reply ({why})"),
+            Answer::Timeout => "no reply (timeout)".to_string(),
+            Answer::Garbage(what) => format!("bad frame ({what})"),
+        };
+        let _ = writeln!(
+            out,
+            "      chan {} {:?} t={:.3}s amount-msg {:?}: {answer}",
+            s.channel,
+            s.kind,
+            s.at,
+            String::from_utf8_lossy(&s.req.msg[73..86])
+        );
+    }
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        let name = f
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        for line in text.lines().filter(|l| mentions(l, guid)) {
+            if n >= max {
+                let _ = writeln!(out, "      … (more in {})", f.display());
+                return out;
+            }
+            n += 1;
+            let _ = writeln!(out, "      {name}: {line}");
+        }
+    }
+    out
+}
+
+fn mentions(line: &str, guid: &str) -> bool {
+    let is_guid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    line.match_indices(guid).any(|(i, _)| {
+        let before = line[..i].chars().next_back();
+        let after = line[i + guid.len()..].chars().next();
+        !before.is_some_and(is_guid) && !after.is_some_and(is_guid)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentions_whole_guids_only() {
+        assert!(mentions("guid=c001-000012 code=0000", "c001-000012"));
+        assert!(mentions("{\"guid\":\"c001-000012\"}", "c001-000012"));
+        assert!(!mentions("guid=c001-000012ab code", "c001-000012"));
+        assert!(!mentions("guid=xc001-000012", "c001-000012"));
+    }
+
+    #[test]
+    fn compacts_rfc3339() {
+        assert_eq!(compact("2026-12-02T09:30:12Z"), "20261202093012");
+    }
+}

@@ -1,0 +1,110 @@
+//! `chaos`: a chaos run against the real binaries. Many channels send transfers (new ones,
+//! resends, twins in flight, other amounts) while the relay is SIGKILLed every few seconds,
+//! the core goes away now and then, and `resolve` and `reprocess` run alongside. Then it
+//! quiesces, settles what is left, and checks that no GUID was booked twice, that every
+//! booking has its DONE row and every 0000 a channel saw is what the ledger holds.
+//!
+//! Exit codes: 0 no violation, 1 violations (each printed with its GUID and evidence),
+//! 2 usage error or the run could not be carried out, 130 interrupted.
+
+mod channel;
+mod check;
+mod http;
+mod plan;
+mod procs;
+mod run;
+mod tools;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use clap::Parser;
+
+/// Chaos run: channels, relay kills, core outages, resolve and reprocess, then the checks.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// How long the traffic and the kills go on, in seconds.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    secs: u64,
+    /// Seed of every channel's actions and of the kill schedule (default: from the clock;
+    /// always printed, so that a run can be replayed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Channel threads, each on its own persistent connection.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    channels: u64,
+    /// Where the workspace binaries are (coresim, relay, resolve, reprocess); default: the
+    /// directory of this executable.
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Where to create the run's work directory (ledger, journal, logs); default: the
+    /// system's temp dir. A tmpfs (e.g. /dev/shm) makes the ledger's fsyncs free: kills
+    /// are survived the same way (the page cache outlives a process), and the run does
+    /// more in the same time.
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// resolve's --min-age during the run (default 2, above the simulator's 500 ms SLOW).
+    /// Below that, resolve takes a 404 from a core still thinking as "never booked" and
+    /// reprocess books the transfer again: `--resolve-min-age 0` shows the checks catching
+    /// exactly that.
+    #[arg(long, default_value_t = run::MIN_AGE_SECS)]
+    resolve_min_age: u64,
+    /// Keep the work directory (ledger, journal, logs) and print its path. It is kept
+    /// anyway when a violation is found.
+    #[arg(long)]
+    keep: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match start(args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) if e.to_string() == "interrupted" => {
+            eprintln!("chaos: interrupted; everything it started was stopped");
+            ExitCode::from(130)
+        }
+        Err(e) => {
+            eprintln!("chaos: cannot carry out the run: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn start(args: Args) -> anyhow::Result<bool> {
+    let seed = args.seed.unwrap_or_else(|| {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        now ^ u64::from(std::process::id()).rotate_left(32)
+    });
+    let bin_dir = match args.bin_dir {
+        Some(d) => d,
+        None => std::env::current_exe()
+            .context("cannot find this executable")?
+            .parent()
+            .context("this executable has no directory")?
+            .to_path_buf(),
+    };
+    // SIGINT/SIGTERM: stop at the next check and kill every child on the way out.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&interrupted))
+            .context("cannot install a signal handler")?;
+    }
+    let cfg = run::Config {
+        secs: args.secs,
+        seed,
+        channels: usize::try_from(args.channels).unwrap_or(32),
+        bin_dir,
+        work_dir: args.work_dir,
+        resolve_min_age: args.resolve_min_age,
+        keep: args.keep,
+    };
+    run::run(&cfg, &interrupted)
+}

@@ -1,0 +1,437 @@
+#!/usr/bin/env bash
+# Benchmarks the relay against the core simulator with `loadgen`, and writes BENCHMARKS.md.
+#
+# Every cell gets a fresh core simulator and (for relay cells) a fresh relay with a fresh
+# temp ledger, all on 127.0.0.1 with ports picked by the kernel. After each relay cell the
+# core's /_stats is checked: no GUID may be booked twice, and loadgen must have seen no
+# resend mismatch and no malformed reply. Everything started here is stopped on exit (by
+# pid). Needs cargo, bash and python3 (standard library only).
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+usage: scripts/bench.sh [--quick] [--secs N] [--out FILE]
+
+  --quick     a smoke run of a few seconds per cell (1 s measured, 0.2 s warm-up, 0.5 s
+              idle hold); writes target/bench/BENCHMARKS.quick.md unless --out is given
+  --secs N    measured seconds per cell (default 10; warm-up 2 s; idle hold 5 s)
+  --out FILE  where to write the report (default: BENCHMARKS.md at the repository root)
+  --help      this text
+
+Builds with `cargo build --release --workspace --bins --quiet`, then runs:
+  C in {1, 8, 64} x {relay, direct}  resend ratio 0.1 (direct: resend slots are new GUIDs)
+  replay-only, 64 connections         pool of 1000 GUIDs booked first, then only resends
+  idle                                1000 idle channel connections held open: relay RSS
+                                      before/with, and a probe on a new connection
+Exit status: 0 if every safety check held, 1 if one did not (the report is still written),
+2 for a usage error.
+EOF
+}
+
+quick=0
+secs=10
+out=""
+while (($#)); do
+    case $1 in
+        -h | --help) usage; exit 0 ;;
+        --quick) quick=1 ;;
+        --secs) secs=${2:?--secs needs a value}; shift ;;
+        --out) out=${2:?--out needs a value}; shift ;;
+        *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+if ((quick)); then
+    secs=1 warmup=0.2 hold=0.5
+    out=${out:-$target_dir/bench/BENCHMARKS.quick.md}
+else
+    warmup=2 hold=5
+    out=${out:-$root/BENCHMARKS.md}
+fi
+pool=1000
+idle_n=1000
+ratio=0.1
+command -v python3 >/dev/null || { echo "bench.sh: python3 is needed" >&2; exit 1; }
+
+echo "== building (cargo build --release --workspace --bins --quiet)"
+cargo build --release --workspace --bins --quiet
+bin="$target_dir/release"
+
+# 1000 idle connections cost the relay ~3 descriptors each (socket + clones), loadgen one.
+soft=$(ulimit -Sn)
+if [[ $soft != unlimited ]] && ((soft < 8192)); then
+    ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 8192 2>/dev/null || true
+fi
+fd_limit=$(ulimit -Sn)
+
+work=$(mktemp -d)
+results="$work/results.jsonl"
+: >"$results"
+pids=()
+failed=0
+cleanup() {
+    local pid
+    for pid in "${pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    if ((failed)); then
+        echo "bench.sh: logs kept in $work" >&2
+    else
+        rm -rf "$work"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start NAME LOG ARGS...: runs a server, waits for `listening on`, sets $addr and $pid.
+start() {
+    local name=$1 log=$2
+    shift 2
+    local outf="$log.out"
+    : >"$outf"
+    "$bin/$name" "$@" >"$outf" 2>"$log" &
+    pid=$!
+    pids+=("$pid")
+    local deadline=$((SECONDS + 30))
+    until grep -q '^listening on ' "$outf"; do
+        if ((SECONDS > deadline)) || ! kill -0 "$pid" 2>/dev/null; then
+            echo "bench.sh: $name did not start:" >&2
+            cat "$log" >&2
+            failed=1
+            exit 1
+        fi
+        sleep 0.02
+    done
+    addr=$(sed -n 's/^listening on //p' "$outf" | head -n 1)
+}
+
+# stop PID: SIGTERM, wait, forget.
+stop() {
+    local victim=$1 p keep=()
+    kill "$victim" 2>/dev/null || true
+    wait "$victim" 2>/dev/null || true
+    for p in "${pids[@]}"; do
+        [[ $p == "$victim" ]] || keep+=("$p")
+    done
+    pids=("${keep[@]}")
+}
+
+# core_stats ADDR: {"bookings","guids","guids_booked_more_than_once","max_per_guid"}.
+core_stats() {
+    python3 - "$1" <<'PY'
+import json, sys, urllib.request
+with urllib.request.urlopen(f"http://{sys.argv[1]}/_stats", timeout=60) as r:
+    s = json.load(r)
+by = s.get("by_guid", {})
+dup = [g for g, n in by.items() if n > 1]
+print(json.dumps({"bookings": s.get("bookings"), "guids": len(by),
+                  "guids_booked_more_than_once": len(dup), "dup_examples": dup[:5],
+                  "max_per_guid": max(by.values(), default=0)}))
+PY
+}
+
+# ledger_states DB: {"DONE": n, ...} (read with python's sqlite3 after the relay stopped).
+ledger_states() {
+    python3 - "$1" <<'PY'
+import json, sqlite3, sys
+c = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+print(json.dumps(dict(c.execute("SELECT state, count(*) FROM tx GROUP BY state"))))
+PY
+}
+
+# vm FIELD PID: a kB figure from /proc/PID/status.
+vm() { awk -v f="$1:" '$1 == f {print $2}' "/proc/$2/status" 2>/dev/null || true; }
+
+# record CELL JSONFILE KEY=JSON...: appends {"cell":…, "result":…, extras} to results.jsonl.
+record() {
+    python3 - "$@" >>"$results" <<'PY'
+import json, sys
+cell, path, *extra = sys.argv[1:]
+text = open(path).read().strip()
+try:
+    result = json.loads(text.splitlines()[-1]) if text else None
+except ValueError:
+    result = None
+row = {"cell": cell, "result": result}
+for kv in extra:
+    k, v = kv.split("=", 1)
+    row[k] = json.loads(v) if v else None
+print(json.dumps(row))
+PY
+}
+
+run_loadgen() { # NAME ARGS...: runs loadgen, stdout to $work/NAME.json; sets $cmd, $rc
+    local name=$1
+    shift
+    cmd="loadgen $*"
+    echo "   $cmd"
+    rc=0
+    "$bin/loadgen" "$@" >"$work/$name.json" 2>"$work/$name.loadgen.log" || rc=$?
+    if ((rc != 0)); then
+        echo "bench.sh: loadgen exited $rc in $name:" >&2
+        tail -n 5 "$work/$name.loadgen.log" >&2
+    fi
+}
+
+json_str() { python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1"; }
+
+# relay_log_summary LOG: counts of WARN/ERROR lines and their most frequent messages.
+relay_log_summary() {
+    python3 - "$1" <<'PY'
+import collections, json, re, sys
+warn = collections.Counter()
+n = 0
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r"\b(WARN|ERROR)\b\s*(?:\S+\])?\s*(.*)", line)
+    if m:
+        n += 1
+        msg = re.sub(r"\d+", "N", m.group(2))[:120]
+        warn[f"{m.group(1)} {msg}"] += 1
+print(json.dumps({"warn_error_lines": n, "top": warn.most_common(5)}))
+PY
+}
+
+# cell NAME MODE CONNS LOADGEN-ARGS...
+cell() {
+    local name=$1 mode=$2 conns=$3
+    shift 3
+    echo "== $name"
+    start coresim "$work/$name.core.log" --listen 127.0.0.1:0
+    local core=$addr core_pid=$pid
+    local prefix
+    prefix="B$(date +%s)-$name"
+    prefix=${prefix:0:22}
+    if [[ $mode == direct ]]; then
+        run_loadgen "$name" --direct --core "http://$core" --connections "$conns" \
+            --duration-secs "$secs" --warmup-secs "$warmup" --resend-ratio "$ratio" \
+            --seed "$RANDOM" --guid-prefix "$prefix" "$@"
+        local lrc=$rc lcmd=$cmd
+        ((lrc != 3)) || failed=1 # a malformed answer from the core
+        stop "$core_pid"
+        record "$name" "$work/$name.json" "mode=\"$mode\"" "connections=$conns" \
+            "loadgen_rc=$lrc" "command=$(json_str "$lcmd")"
+        return
+    fi
+    local db="$work/$name.db"
+    start relay "$work/$name.relay.log" --db "$db" --listen 127.0.0.1:0 --core "http://$core"
+    local relay=$addr relay_pid=$pid
+    run_loadgen "$name" --relay "$relay" --connections "$conns" \
+        --duration-secs "$secs" --warmup-secs "$warmup" --resend-ratio "$ratio" \
+        --seed "$RANDOM" --guid-prefix "$prefix" "$@"
+    local lrc=$rc lcmd=$cmd
+    local hwm threads
+    hwm=$(vm VmHWM "$relay_pid")
+    threads=$(vm Threads "$relay_pid")
+    stop "$relay_pid"
+    local stats states logsum
+    stats=$(core_stats "$core")
+    stop "$core_pid"
+    states=$(ledger_states "$db")
+    logsum=$(relay_log_summary "$work/$name.relay.log")
+    rm -f "$db" "$db-wal" "$db-shm"
+    record "$name" "$work/$name.json" "mode=\"$mode\"" "connections=$conns" \
+        "loadgen_rc=$lrc" "command=$(json_str "$lcmd")" "core=$stats" \
+        "ledger=$states" "relay_vmhwm_kb=${hwm:-null}" "relay_threads_at_end=${threads:-null}" \
+        "relay_log=$logsum"
+    python3 - "$work/$name.json" "$stats" <<'PY' || failed=1
+import json, sys
+text = open(sys.argv[1]).read().strip()
+r = json.loads(text.splitlines()[-1]) if text else {}
+s = json.loads(sys.argv[2])
+bad = []
+if s["guids_booked_more_than_once"]:
+    bad.append(f"{s['guids_booked_more_than_once']} GUIDs booked more than once {s['dup_examples']}")
+if r.get("resend_mismatches", 1):
+    bad.append(f"resend_mismatches={r.get('resend_mismatches')}")
+if r.get("malformed_replies", 1):
+    bad.append(f"malformed_replies={r.get('malformed_replies')}")
+print(f"   {r.get('throughput_rps')} rps, p50 {r.get('latency_ms', {}).get('p50')} ms, "
+      f"codes {r.get('replies_by_code')}, core bookings {s['bookings']}, "
+      f"GUIDs booked >1: {s['guids_booked_more_than_once']}")
+if bad:
+    print("   SAFETY CHECK FAILED: " + "; ".join(bad), file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
+started_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+for c in 1 8 64; do
+    cell "relay-c$c" relay "$c"
+    cell "direct-c$c" direct "$c"
+done
+cell "replay-c64" replay 64 --replay-only --pool "$pool"
+
+echo "== idle"
+start coresim "$work/idle.core.log" --listen 127.0.0.1:0
+idle_core=$addr idle_core_pid=$pid
+start relay "$work/idle.relay.log" --db "$work/idle.db" --listen 127.0.0.1:0 \
+    --core "http://$idle_core"
+idle_relay=$addr idle_relay_pid=$pid
+run_loadgen idle --relay "$idle_relay" --idle "$idle_n" --hold-secs "$hold" \
+    --rss-pid "$idle_relay_pid" --guid-prefix "B$(date +%s)-idle"
+idle_rc=$rc idle_cmd=$cmd
+stop "$idle_relay_pid"
+idle_stats=$(core_stats "$idle_core")
+stop "$idle_core_pid"
+record idle "$work/idle.json" "mode=\"idle\"" "connections=$idle_n" "loadgen_rc=$idle_rc" \
+    "command=$(json_str "$idle_cmd")" "core=$idle_stats" \
+    "relay_log=$(relay_log_summary "$work/idle.relay.log")"
+((idle_rc == 0)) || failed=1
+python3 -c 'import json,sys; sys.exit(json.loads(sys.argv[1])["guids_booked_more_than_once"] > 0)' \
+    "$idle_stats" || failed=1
+cat "$work/idle.json"
+
+# ---- the report ----
+mkdir -p "$(dirname "$out")"
+cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
+BENCH_NPROC=$(nproc) BENCH_CPU=${cpu:-unknown} BENCH_MEM=$mem BENCH_KERNEL=$(uname -sr) \
+BENCH_RUSTC=$(rustc -V) BENCH_DATE=$started_at BENCH_SECS=$secs BENCH_WARMUP=$warmup \
+BENCH_HOLD=$hold BENCH_QUICK=$quick BENCH_FDS=$fd_limit BENCH_RATIO=$ratio BENCH_POOL=$pool \
+BENCH_GIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty) \
+python3 - "$results" "$out" <<'PY' || failed=1
+import json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {r["cell"]: r for r in rows}
+E = os.environ
+def res(cell): return (by.get(cell) or {}).get("result") or {}
+def lat(cell, p): return res(cell).get("latency_ms", {}).get(p)
+def fmt(v, d=2):
+    return "n/a" if v is None else (f"{v:,.{d}f}" if isinstance(v, float) else f"{v:,}")
+def ratio(a, b):
+    return f"{a / b:.2f}" if a is not None and b else "n/a"
+
+L = []
+w = L.append
+quick = E["BENCH_QUICK"] == "1"
+w("# Benchmarks")
+w("")
+w("Generated by `bash scripts/bench.sh" + (" --quick" if quick else "") + "`; do not edit by hand."
+  + (" **Quick smoke run: the figures are too short to quote.**" if quick else ""))
+w("")
+w("## Machine")
+w("")
+w(f"- CPUs: {E['BENCH_NPROC']} x {E['BENCH_CPU']}")
+w(f"- memory: {E['BENCH_MEM']}; kernel: {E['BENCH_KERNEL']}")
+w(f"- {E['BENCH_RUSTC']}; release build of commit {E['BENCH_GIT']}")
+w(f"- date (UTC): {E['BENCH_DATE']}; open-file limit during the run: {E['BENCH_FDS']}")
+w("- loadgen, relay and core simulator share the same machine (loopback), so every cell "
+  "measures the three of them competing for the same CPUs.")
+w("")
+w("## Method")
+w("")
+w(f"- Closed loop: each connection sends one request and waits for its reply. "
+  f"{E['BENCH_WARMUP']} s warm-up (unmeasured), then {E['BENCH_SECS']} s measured per cell.")
+w(f"- relay cells: new transfers, and with probability {E['BENCH_RATIO']} a byte-identical resend "
+  "of a GUID that connection already got a reply for. direct cells: the same load as JSON POSTs "
+  "straight to the core simulator over keep-alive HTTP/1.1 (one connection per loadgen "
+  "connection); the core is not idempotent, so resend slots are POSTs of new GUIDs there.")
+w(f"- replay-only: {E['BENCH_POOL']} GUIDs booked first (unmeasured), then every measured request "
+  "is a resend of one of them (answered from the ledger, core not called).")
+w("- Every cell has a fresh core simulator and, for relay cells, a fresh relay with a fresh temp "
+  "ledger (default flags, `RUST_LOG` unset, so the relay logs one INFO line per request to a file).")
+w("- Every reply is validated (4-digit prefix, reply codec, GUID of the request, 45-byte body "
+  "with `0000`); a resend of a GUID answered `0000` must get the same bytes again.")
+w("- Latency: every sample kept in microseconds, nearest-rank percentiles.")
+w("")
+w("## Results")
+w("")
+w("| cell | conns | requests | throughput (req/s) | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms "
+  "| replies by code | resends | errors | GUIDs booked >1 | relay peak RSS |")
+w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+order = [c for c in ("relay-c1", "direct-c1", "relay-c8", "direct-c8", "relay-c64",
+                     "direct-c64", "replay-c64") if c in by]
+for c in order:
+    r, row = res(c), by[c]
+    codes = ", ".join(f"{k}: {v:,}" for k, v in (r.get("replies_by_code") or {}).items()) or "-"
+    dup = (row.get("core") or {}).get("guids_booked_more_than_once")
+    hwm = row.get("relay_vmhwm_kb")
+    w(f"| {c} | {row['connections']} | {fmt(r.get('requests'))} | {fmt(r.get('throughput_rps'), 0)} "
+      f"| {fmt(lat(c, 'p50'))} | {fmt(lat(c, 'p90'))} | {fmt(lat(c, 'p99'))} | {fmt(lat(c, 'p999'))} "
+      f"| {fmt(lat(c, 'max'))} | {codes} | {fmt(r.get('resends'))} | {fmt(r.get('errors'))} "
+      f"| {'-' if dup is None else dup} | {'-' if hwm is None else f'{hwm / 1024:.1f} MiB'} |")
+w("")
+w("## Relay against direct, measured in the same run")
+w("")
+t64, d64 = res("relay-c64").get("throughput_rps"), res("direct-c64").get("throughput_rps")
+rp = res("replay-c64").get("throughput_rps")
+w("| figure | value |")
+w("|---|---:|")
+for c in (1, 8, 64):
+    a, b = res(f"relay-c{c}").get("throughput_rps"), res(f"direct-c{c}").get("throughput_rps")
+    w(f"| throughput relay ÷ direct, {c} conn{'s' if c > 1 else ''} | {ratio(a, b)} |")
+p_r, p_d = lat("relay-c1", "p50"), lat("direct-c1", "p50")
+diff = None if p_r is None or p_d is None else p_r - p_d
+w(f"| p50 latency relay − direct, 1 conn | {fmt(diff, 3)} ms ({fmt(p_r, 3)} vs {fmt(p_d, 3)}) |")
+w(f"| throughput replay-only (relay, 64 conns) ÷ direct (64 conns) | {ratio(rp, d64)} |")
+w("")
+w("## Idle connections")
+w("")
+i = res("idle")
+if i:
+    kb = lambda v: "n/a" if v is None else f"{v / 1024:.1f} MiB"
+    pc = i.get("rss_kb_per_connection")
+    w(f"- {i.get('idle_connections')} idle channel connections opened in {fmt(i.get('open_s'), 3)} s "
+      f"(connect p50 {fmt(i.get('connect_ms', {}).get('p50'), 3)} ms, p99 "
+      f"{fmt(i.get('connect_ms', {}).get('p99'), 3)} ms, max {fmt(i.get('connect_ms', {}).get('max'), 3)} ms); "
+      f"{i.get('still_open')} still open after {i.get('hold_s')} s; connect errors: {i.get('connect_errors')}.")
+    w(f"- relay RSS: {kb(i.get('rss_kb_before'))} before, {kb(i.get('rss_kb_with'))} with them "
+      f"({'n/a' if pc is None else f'{pc:.1f} KiB'} per connection); threads "
+      f"{i.get('threads_before')} → {i.get('threads_with')}.")
+    np, ip = i.get("new_connection_probe") or {}, i.get("idle_connection_probe") or {}
+    w(f"- a transfer on a new connection while they are held: `{np.get('code')}` in {np.get('ms')} ms; "
+      f"on one of the idle connections afterwards: `{ip.get('code')}` in {ip.get('ms')} ms.")
+else:
+    w("- the idle run produced no result (see the script's output).")
+w("")
+w("## Safety")
+w("")
+relay_cells = [c for c in order if by[c]["mode"] != "direct"] + (["idle"] if "idle" in by else [])
+dups = sum((by[c].get("core") or {}).get("guids_booked_more_than_once") or 0 for c in relay_cells)
+mism = sum(res(c).get("resend_mismatches") or 0 for c in relay_cells)
+malf = sum(res(c).get("malformed_replies") or 0 for c in order + ["idle"] if c in by)
+books = sum((by[c].get("core") or {}).get("bookings") or 0 for c in relay_cells)
+resends = sum(res(c).get("resends") or 0 for c in relay_cells)
+w(f"- GUIDs booked more than once by the core, over every relay cell: **{dups}** "
+  f"(core bookings checked: {books:,})")
+w(f"- resend mismatches (a resend of a `0000` GUID answered with other bytes): **{mism}** "
+  f"(measured resends: {resends:,})")
+w(f"- malformed replies: **{malf}**")
+w("- ledger states after each relay cell: " + "; ".join(
+    f"{c} {by[c].get('ledger')}" for c in order if by[c]["mode"] != "direct"))
+w("")
+w("## Relay log")
+w("")
+w("WARN/ERROR lines the relay logged per cell (INFO request lines not counted):")
+w("")
+for c in [c for c in order if by[c]["mode"] != "direct"] + (["idle"] if "idle" in by else []):
+    lg = by[c].get("relay_log") or {}
+    top = "; ".join(f"{n} x `{m}`" for m, n in lg.get("top", [])) or "none"
+    w(f"- {c}: {lg.get('warn_error_lines', 'n/a')} ({top})")
+w("")
+w("## Commands")
+w("")
+w("Each cell started `coresim --listen 127.0.0.1:0` and, for relay cells, "
+  "`relay --db <fresh temp ledger> --listen 127.0.0.1:0 --core http://<core>`; ports are the "
+  "kernel's, so they differ from run to run. Then:")
+w("")
+w("```")
+for c in order + (["idle"] if "idle" in by else []):
+    w(by[c].get("command") or "")
+w("```")
+w("")
+open(sys.argv[2], "w").write("\n".join(L))
+print("\n".join(L[L.index("## Results"):L.index("## Idle connections")]))
+PY
+echo "== wrote $out"
+if ((failed)); then
+    echo "bench.sh: a safety check failed (see above)" >&2
+    exit 1
+fi
