@@ -15,6 +15,10 @@ use ureq::{Error, Timeout};
 
 use crate::wire::{self, BOOKING_BODY_LEN, Code, TX_TRNF, Transfer};
 
+/// Idle keep-alive connections kept to the core, and for how long.
+const MAX_IDLE: usize = 1024;
+const MAX_IDLE_AGE: Duration = Duration::from_secs(2);
+
 /// Largest core answer we read; anything longer is not a booking and is cut (→ unknown).
 const MAX_BODY: u64 = 64 * 1024;
 
@@ -113,10 +117,14 @@ impl CoreClient {
             .http_status_as_error(false)
             .max_redirects(0)
             .proxy(None)
-            // A pooled connection the core has closed fails after the request is written:
-            // an avoidable UNKNOWN. A fresh connection per call costs little here.
-            .max_idle_connections(0)
-            .max_idle_connections_per_host(0)
+            // Keep-alive: a connection per call costs a handshake and a port in TIME_WAIT.
+            // A reused connection that fails is classified like any failure after
+            // connecting (UNKNOWN), so reuse can cost an avoidable UNKNOWN but never a
+            // double booking; ureq checks a pooled connection is still open before reuse,
+            // and idle ones are dropped well before servers commonly close them (5 s+).
+            .max_idle_connections(MAX_IDLE)
+            .max_idle_connections_per_host(MAX_IDLE)
+            .max_idle_age(MAX_IDLE_AGE)
             .build();
         Ok(CoreClient {
             agent: config.into(),

@@ -10,4 +10,4 @@ pub mod store;
 pub mod transfer;
 pub mod wire;
 
-pub use store::{Ledger, LedgerError, Pool, Row, State};
+pub use store::{GroupCommit, Ledger, LedgerError, Pool, Row, State, Store};

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use crate::core_client::{BadCoreUrl, CoreClient};
-use crate::store::{LedgerError, Pool};
+use crate::store::{GroupCommit, LedgerError};
 use crate::transfer;
 use crate::wire::{self, PREFIX_LEN};
 
@@ -55,7 +55,7 @@ impl fmt::Display for StartError {
 impl std::error::Error for StartError {}
 
 struct Shared {
-    pool: Pool,
+    store: GroupCommit,
     core: CoreClient,
     config: Config,
     conns: Mutex<Conns>,
@@ -119,7 +119,7 @@ impl Relay {
     /// Opens the ledger, checks the core URL and binds, so that every configuration error
     /// shows before the `listening on` line.
     pub fn start(db: &Path, config: Config) -> Result<Relay, StartError> {
-        let pool = Pool::open(db).map_err(StartError::Ledger)?;
+        let store = GroupCommit::open(db).map_err(StartError::Ledger)?;
         let core = CoreClient::new(
             &config.core_url,
             config.connect_timeout,
@@ -133,7 +133,7 @@ impl Relay {
         Ok(Relay {
             listener,
             shared: Arc::new(Shared {
-                pool,
+                store,
                 core,
                 config,
                 conns: Mutex::default(),
@@ -283,7 +283,7 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> Result<(), ConnEnd> {
     let mut reader = BufReader::new(stream);
     while let Some(msg) = read_frame(&mut reader, cfg.idle_timeout, cfg.frame_timeout)? {
         let started = Instant::now();
-        let handled = transfer::handle(&shared.pool, &shared.core, &msg);
+        let handled = transfer::handle(&shared.store, &shared.core, &msg);
         info!(
             "guid={} code={} state={} ms={}",
             handled.guid,

@@ -98,6 +98,8 @@ pub enum LedgerError {
     },
     /// A statement failed (busy past the timeout, disk full, read-only file, ...).
     Sql(rusqlite::Error),
+    /// A write gathered by the `Writer` was not committed.
+    Writer(String),
 }
 
 impl fmt::Display for LedgerError {
@@ -112,6 +114,7 @@ impl fmt::Display for LedgerError {
                 path.display()
             ),
             LedgerError::Sql(e) => write!(f, "ledger statement failed: {e}"),
+            LedgerError::Writer(msg) => write!(f, "ledger write failed: {msg}"),
         }
     }
 }
@@ -121,7 +124,7 @@ impl std::error::Error for LedgerError {
         match self {
             LedgerError::Open { source, .. } => Some(source),
             LedgerError::Sql(e) => Some(e),
-            LedgerError::Pragma { .. } => None,
+            LedgerError::Pragma { .. } | LedgerError::Writer(_) => None,
         }
     }
 }
@@ -397,6 +400,219 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     .inspect_err(|_| {
         let _ = conn.execute_batch("ROLLBACK");
     })
+}
+
+/// What handling a transfer needs of the ledger: reading a GUID's row and the three guarded
+/// writes. `Ledger` does it all on one connection (the batch tools); `GroupCommit` reads on
+/// pooled connections and gathers writes of many threads into one commit (the relay).
+pub trait Store {
+    fn read(&self, guid: &str) -> Result<Option<Row>>;
+    fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool>;
+    fn reclaim_failed(&self, guid: &str) -> Result<bool>;
+    fn transition(
+        &self,
+        guid: &str,
+        from: State,
+        to: State,
+        rsp_code: &str,
+        response: &[u8],
+    ) -> Result<bool>;
+}
+
+impl Store for Ledger {
+    fn read(&self, guid: &str) -> Result<Option<Row>> {
+        self.get(guid)
+    }
+    fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
+        Ledger::claim_new(self, guid, tx_code, request)
+    }
+    fn reclaim_failed(&self, guid: &str) -> Result<bool> {
+        Ledger::reclaim_failed(self, guid)
+    }
+    fn transition(
+        &self,
+        guid: &str,
+        from: State,
+        to: State,
+        rsp_code: &str,
+        response: &[u8],
+    ) -> Result<bool> {
+        Ledger::transition(self, guid, from, to, rsp_code, response)
+    }
+}
+
+/// One write waiting for the writer thread.
+enum Op {
+    Claim {
+        guid: String,
+        tx_code: String,
+        request: Vec<u8>,
+    },
+    ReclaimFailed {
+        guid: String,
+    },
+    Transition {
+        guid: String,
+        from: State,
+        to: State,
+        rsp_code: String,
+        response: Vec<u8>,
+    },
+}
+
+impl Op {
+    fn run(&self, l: &Ledger) -> Result<bool> {
+        match self {
+            Op::Claim {
+                guid,
+                tx_code,
+                request,
+            } => l.claim_new(guid, tx_code, request),
+            Op::ReclaimFailed { guid } => l.reclaim_failed(guid),
+            Op::Transition {
+                guid,
+                from,
+                to,
+                rsp_code,
+                response,
+            } => l.transition(guid, *from, *to, rsp_code, response),
+        }
+    }
+}
+
+type Reply = std::sync::mpsc::SyncSender<Result<bool>>;
+
+/// Most statements one commit carries; bounds how long the first waiter waits for the rest.
+const MAX_BATCH: usize = 1024;
+
+/// Group commit: one thread owns the ledger's write connection and runs the writes of many
+/// connection threads in one transaction and one fsync. Each write is still its own guarded
+/// statement whose row count decides, and each waiting thread is released only after the
+/// commit that holds its statement. Batches form by themselves: whatever queued while the
+/// previous commit was syncing goes into the next one.
+pub struct Writer {
+    queue: std::sync::mpsc::Sender<(Op, Reply)>,
+}
+
+impl Writer {
+    /// Opens the write connection and starts the writer thread; it ends when the `Writer`
+    /// is dropped.
+    pub fn start(path: &Path) -> Result<Writer> {
+        let ledger = Ledger::open(path)?;
+        let (tx, rx) = std::sync::mpsc::channel::<(Op, Reply)>();
+        std::thread::Builder::new()
+            .name("ledger-writer".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut batch = vec![first];
+                    while batch.len() < MAX_BATCH {
+                        match rx.try_recv() {
+                            Ok(job) => batch.push(job),
+                            Err(_) => break,
+                        }
+                    }
+                    let ops: Vec<&Op> = batch.iter().map(|(op, _)| op).collect();
+                    let results = run_batch(&ledger, &ops);
+                    for ((_, reply), result) in batch.into_iter().zip(results) {
+                        let _ = reply.send(result);
+                    }
+                }
+            })
+            .map_err(|e| LedgerError::Writer(format!("cannot start the writer thread: {e}")))?;
+        Ok(Writer { queue: tx })
+    }
+
+    fn submit(&self, op: Op) -> Result<bool> {
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        if self.queue.send((op, reply)).is_err() {
+            return Err(writer_gone());
+        }
+        answer.recv().unwrap_or_else(|_| Err(writer_gone()))
+    }
+}
+
+fn writer_gone() -> LedgerError {
+    LedgerError::Writer("the writer thread has stopped".into())
+}
+
+/// Runs `ops` in one transaction. A statement's own error fails only that statement, unless
+/// SQLite rolled the whole transaction back (busy, I/O, full disk): then, as when the commit
+/// fails, every statement of the batch fails, since none of them is durable.
+fn run_batch(l: &Ledger, ops: &[&Op]) -> Vec<Result<bool>> {
+    let conn = l.connection();
+    let all_fail = |e: &dyn fmt::Display| {
+        let msg = format!("transaction not committed: {e}");
+        ops.iter()
+            .map(|_| Err(LedgerError::Writer(msg.clone())))
+            .collect()
+    };
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        return all_fail(&e);
+    }
+    let mut results = Vec::with_capacity(ops.len());
+    for op in ops {
+        let r = op.run(l);
+        if let Err(e) = &r
+            && conn.is_autocommit()
+        {
+            return all_fail(e);
+        }
+        results.push(r);
+    }
+    if let Err(e) = conn.execute_batch("COMMIT") {
+        let _ = conn.execute_batch("ROLLBACK");
+        return all_fail(&e);
+    }
+    results
+}
+
+/// The relay's store: reads never queue behind writes, writes share commits.
+pub struct GroupCommit {
+    writer: Writer,
+    reads: Pool,
+}
+
+impl GroupCommit {
+    pub fn open(path: &Path) -> Result<GroupCommit> {
+        Ok(GroupCommit {
+            reads: Pool::open(path)?,
+            writer: Writer::start(path)?,
+        })
+    }
+}
+
+impl Store for GroupCommit {
+    fn read(&self, guid: &str) -> Result<Option<Row>> {
+        self.reads.get()?.get(guid)
+    }
+    fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
+        self.writer.submit(Op::Claim {
+            guid: guid.to_string(),
+            tx_code: tx_code.to_string(),
+            request: request.to_vec(),
+        })
+    }
+    fn reclaim_failed(&self, guid: &str) -> Result<bool> {
+        self.writer.submit(Op::ReclaimFailed {
+            guid: guid.to_string(),
+        })
+    }
+    fn transition(
+        &self,
+        guid: &str,
+        from: State,
+        to: State,
+        rsp_code: &str,
+        response: &[u8],
+    ) -> Result<bool> {
+        self.writer.submit(Op::Transition {
+            guid: guid.to_string(),
+            from,
+            to,
+            rsp_code: rsp_code.to_string(),
+            response: response.to_vec(),
+        })
+    }
 }
 
 /// Ledger connections shared by the relay's connection threads: each request borrows one

@@ -4,7 +4,7 @@
 use log::warn;
 
 use crate::core_client::{CoreClient, Outcome};
-use crate::store::{Ledger, Pool, Row, State};
+use crate::store::{Row, State, Store};
 use crate::wire::{self, Code, TX_TRNF, Transfer};
 
 /// The answer to one request, with what the relay logs about it.
@@ -32,8 +32,12 @@ impl Handled {
 /// How many times a request re-reads a row that changes under it before answering E903.
 const MAX_ROUNDS: usize = 3;
 
-/// Answers one request message (the frame's content), with a ledger connection from `pool`.
-pub fn handle(pool: &Pool, core: &CoreClient, msg: &[u8]) -> Handled {
+/// Answers one request message (the frame's content).
+///
+/// The row is read first, so that a resend of a known GUID is answered without queueing a
+/// write. A read never authorises a send: only a claim's row count does (the INSERT for a new
+/// GUID, the guarded UPDATE for a FAILED one). When a claim loses, the row is read again.
+pub fn handle(store: &impl Store, core: &CoreClient, msg: &[u8]) -> Handled {
     let t = match wire::parse_request(msg) {
         Ok(t) => t,
         Err(m) => {
@@ -49,28 +53,18 @@ pub fn handle(pool: &Pool, core: &CoreClient, msg: &[u8]) -> Handled {
         warn!("guid={} cannot {what} the ledger: {e}", t.guid);
         Handled::short(&t.guid, msg, wire::E_LEDGER, None)
     };
-    let ledger = match pool.get() {
-        Ok(l) => l,
-        Err(e) => return ledger_error("open", &e),
-    };
     for _ in 0..MAX_ROUNDS {
-        match ledger.claim_new(&t.guid, TX_TRNF, msg) {
-            Ok(true) => return send_and_record(&ledger, core, &t, msg),
-            Ok(false) => {}
-            Err(e) => return ledger_error("write", &e),
-        }
-        // The row exists (or did a moment ago: purge may have removed it, then claim again).
-        let row = match ledger.get(&t.guid) {
-            Ok(Some(row)) => row,
-            Ok(None) => continue,
+        let claimed = match store.read(&t.guid) {
             Err(e) => return ledger_error("read", &e),
+            Ok(None) => store.claim_new(&t.guid, TX_TRNF, msg),
+            Ok(Some(row)) => match answer_from_row(&row, msg) {
+                Some(answer) => return answer,
+                // FAILED: the earlier send provably never left, so it may go now, if we win it.
+                None => store.reclaim_failed(&t.guid),
+            },
         };
-        if let Some(answer) = answer_from_row(&row, msg) {
-            return answer;
-        }
-        // FAILED: the earlier send provably never left, so it may go now, if we win it.
-        match ledger.reclaim_failed(&t.guid) {
-            Ok(true) => return send_and_record(&ledger, core, &t, msg),
+        match claimed {
+            Ok(true) => return send_and_record(store, core, &t, msg),
             Ok(false) => continue,
             Err(e) => return ledger_error("write", &e),
         }
@@ -111,7 +105,7 @@ fn stored_code(reply: &[u8]) -> Code {
 
 /// Sends a transfer whose GUID this caller has just claimed (its row is SENT and ours), and
 /// records the result from SENT. Shared by the relay and `reprocess`.
-pub fn send_and_record(ledger: &Ledger, core: &CoreClient, t: &Transfer, msg: &[u8]) -> Handled {
+pub fn send_and_record(store: &impl Store, core: &CoreClient, t: &Transfer, msg: &[u8]) -> Handled {
     let outcome = core.post_transfer(t);
     let (state, code, body) = match &outcome {
         Outcome::Booked(body) => (State::Done, wire::OK, Some(body)),
@@ -127,7 +121,7 @@ pub fn send_and_record(ledger: &Ledger, core: &CoreClient, t: &Transfer, msg: &[
     };
     let reply = wire::reply_to(msg, &code, body);
     let code_str = std::str::from_utf8(&code).expect("codes are ASCII");
-    match ledger.transition(&t.guid, State::Sent, state, code_str, &reply) {
+    match store.transition(&t.guid, State::Sent, state, code_str, &reply) {
         Ok(true) => Handled {
             guid: t.guid.clone(),
             reply,
@@ -141,7 +135,7 @@ pub fn send_and_record(ledger: &Ledger, core: &CoreClient, t: &Transfer, msg: &[
                 "guid={} was settled by another writer during the call",
                 t.guid
             );
-            match ledger.get(&t.guid) {
+            match store.read(&t.guid) {
                 Ok(Some(row)) if row.state == State::Done && row.response.is_some() => {
                     answer_from_row(&row, msg)
                         .unwrap_or_else(|| Handled::short(&t.guid, msg, wire::E_UNKNOWN, None))
