@@ -1665,11 +1665,39 @@ fn an_unusable_ledger_is_exit_1_with_one_line_naming_it() {
 #[test]
 fn a_bad_core_url_is_exit_1_naming_it() {
     let db = Db::new();
+    ledger::Ledger::open(&db.path).unwrap();
     for name in ["resolve", "reprocess"] {
+        let r = tool(
+            name,
+            &[with_db(name, db.arg(), "ftp://x"), vec!["--dry-run"]].concat(),
+        );
+        r.expect_code(1);
         let r = tool(name, &with_db(name, db.arg(), "ftp://x"));
         r.expect_code(1);
         assert!(r.stderr().contains("ftp://x"), "{name}: {}", r.stderr());
         assert_eq!(r.stderr().lines().count(), 1, "{name}: {}", r.stderr());
+    }
+}
+
+#[test]
+fn a_mistyped_ledger_path_is_exit_1_and_creates_nothing() {
+    let db = Db::new(); // the directory exists, the file does not
+    let core = dead_core_url();
+    for name in ["resolve", "reprocess", "purge", "inspect"] {
+        let args = match name {
+            "purge" => vec!["--db", db.arg(), "--days", "30"],
+            "inspect" => vec!["--db", db.arg()],
+            _ => with_db(name, db.arg(), &core),
+        };
+        let r = tool(name, &args);
+        r.expect_code(1);
+        assert!(
+            r.stderr().contains("does not exist"),
+            "{name}: {}",
+            r.stderr()
+        );
+        assert_eq!(r.stderr().lines().count(), 1, "{name}: {}", r.stderr());
+        assert!(!db.path.exists(), "{name} created the ledger");
     }
 }
 

@@ -656,7 +656,7 @@ fn fatal_errors_and_a_missing_binary_have_their_codes() {
     );
     run.expect_code(1);
     assert!(
-        run.stderr().contains("purge: cannot open ledger"),
+        run.stderr().contains("purge: ledger") && run.stderr().contains("does not exist"),
         "{}",
         run.stderr()
     );

@@ -83,6 +83,8 @@ pub struct ResolveSummary {
     pub skipped: usize,
     /// Rows another writer changed first (the relay, another resolve).
     pub raced: usize,
+    /// The GUIDs not settled (left, moved to UNKNOWN, skipped), for the operator.
+    pub unsettled: Vec<String>,
 }
 
 impl Report for ResolveSummary {
@@ -138,6 +140,7 @@ pub fn resolve(
             Err(why) => {
                 warn!("guid={} skipped: {why}", row.guid);
                 sum.skipped += 1;
+                sum.unsettled.push(row.guid.clone());
                 continue;
             }
         };
@@ -169,6 +172,7 @@ pub fn resolve(
             Inquiry::Error(why) => {
                 warn!("guid={} left UNKNOWN: {why}", row.guid);
                 sum.left += 1;
+                sum.unsettled.push(row.guid.clone());
                 continue;
             }
         };
@@ -177,6 +181,9 @@ pub fn resolve(
             Ok(true) => {
                 info!("guid={} {from} -> {to} ({code})", row.guid);
                 *counter += 1;
+                if to == State::Unknown {
+                    sum.unsettled.push(row.guid.clone());
+                }
             }
             Ok(false) => {
                 info!(
@@ -188,6 +195,7 @@ pub fn resolve(
             Err(e) => {
                 warn!("guid={} skipped: cannot record {to}: {e}", row.guid);
                 sum.skipped += 1;
+                sum.unsettled.push(row.guid.clone());
             }
         }
     }
@@ -208,6 +216,8 @@ pub struct ReprocessSummary {
     pub skipped: usize,
     /// Rows another writer claimed first.
     pub raced: usize,
+    /// The GUIDs not settled (FAILED again, UNKNOWN, not tried, skipped), for the operator.
+    pub unsettled: Vec<String>,
 }
 
 impl Report for ReprocessSummary {
@@ -249,6 +259,7 @@ pub fn reprocess(
         sum.examined += 1;
         if core_down {
             sum.not_tried += 1;
+            sum.unsettled.push(row.guid.clone());
             continue;
         }
         let (t, req) = match stored_transfer(&row) {
@@ -256,6 +267,7 @@ pub fn reprocess(
             Err(why) => {
                 warn!("guid={} skipped: {why}", row.guid);
                 sum.skipped += 1;
+                sum.unsettled.push(row.guid.clone());
                 continue;
             }
         };
@@ -272,6 +284,7 @@ pub fn reprocess(
             Err(e) => {
                 warn!("guid={} skipped: cannot claim: {e}", row.guid);
                 sum.skipped += 1;
+                sum.unsettled.push(row.guid.clone());
                 continue;
             }
         }
@@ -287,6 +300,9 @@ pub fn reprocess(
             }
             Some(State::Unknown) => sum.unknown += 1,
             _ => sum.skipped += 1,
+        }
+        if handled.state != Some(State::Done) {
+            sum.unsettled.push(row.guid.clone());
         }
     }
     Ok(sum)

@@ -90,6 +90,9 @@ pub enum LedgerError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    /// A batch tool was pointed at a file that does not exist (a mistyped --db would
+    /// otherwise create an empty ledger and report that nothing needed doing).
+    Missing(PathBuf),
     /// A pragma the durability of claims depends on did not take effect.
     Pragma {
         path: PathBuf,
@@ -113,6 +116,11 @@ impl fmt::Display for LedgerError {
                 "ledger {}: cannot set {pragma} (SQLite answered {got:?})",
                 path.display()
             ),
+            LedgerError::Missing(path) => write!(
+                f,
+                "ledger {} does not exist (the relay creates it; check --db)",
+                path.display()
+            ),
             LedgerError::Sql(e) => write!(f, "ledger statement failed: {e}"),
             LedgerError::Writer(msg) => write!(f, "ledger write failed: {msg}"),
         }
@@ -120,12 +128,10 @@ impl fmt::Display for LedgerError {
 }
 
 impl std::error::Error for LedgerError {
+    /// None: `Display` already says the cause, and error chains printed in one line (anyhow's
+    /// `{:#}`) would say it twice.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            LedgerError::Open { source, .. } => Some(source),
-            LedgerError::Sql(e) => Some(e),
-            LedgerError::Pragma { .. } | LedgerError::Writer(_) => None,
-        }
+        None
     }
 }
 
@@ -195,6 +201,14 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// Opens a ledger that must already exist: for the tools that work on the relay's ledger.
+    pub fn open_existing(path: &Path) -> Result<Ledger> {
+        if !path.exists() {
+            return Err(LedgerError::Missing(path.to_path_buf()));
+        }
+        Ledger::open(path)
+    }
+
     /// Opens (creating if needed) the ledger at `path`, sets and verifies WAL and
     /// `synchronous=FULL`, and brings the schema up to date.
     pub fn open(path: &Path) -> Result<Ledger> {

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Parser;
 use ledger::Ledger;
 use ledger::batch::{self, DryRun, print_report};
@@ -43,7 +44,7 @@ fn run(args: Args) -> anyhow::Result<i32> {
              those GUIDs later would be booked again"
         );
     }
-    let ledger = Ledger::open(&args.db)?;
+    let ledger = Ledger::open_existing(&args.db)?;
     if args.dry_run {
         let rows = ledger.select_purgeable(args.days)?;
         return Ok(print_report(
@@ -52,9 +53,7 @@ fn run(args: Args) -> anyhow::Result<i32> {
             args.json,
         ));
     }
-    Ok(print_report(
-        "purge",
-        &batch::purge(&ledger, args.days)?,
-        args.json,
-    ))
+    let summary = batch::purge(&ledger, args.days)
+        .with_context(|| format!("ledger {}", args.db.display()))?;
+    Ok(print_report("purge", &summary, args.json))
 }

@@ -54,7 +54,13 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<i32> {
-    let ledger = Ledger::open(&args.db)?;
+    let ledger = Ledger::open_existing(&args.db)?;
+    // Checked even for --dry-run, so that a dry run also proves the settings.
+    let core = CoreClient::new(
+        &args.core,
+        Duration::from_millis(args.connect_timeout_ms),
+        Duration::from_millis(args.read_timeout_ms),
+    )?;
     if args.dry_run {
         let rows = ledger.select_resendable(args.max_attempts, args.limit)?;
         return Ok(print_report(
@@ -63,12 +69,7 @@ fn run(args: Args) -> anyhow::Result<i32> {
             args.json,
         ));
     }
-    let core = CoreClient::new(
-        &args.core,
-        Duration::from_millis(args.connect_timeout_ms),
-        Duration::from_millis(args.read_timeout_ms),
-    )?;
     let summary = batch::reprocess(&ledger, &core, args.max_attempts, args.limit)
-        .context("cannot select rows")?;
+        .with_context(|| format!("ledger {}", args.db.display()))?;
     Ok(print_report("reprocess", &summary, args.json))
 }

@@ -64,7 +64,21 @@ fn run(args: Args) -> anyhow::Result<i32> {
             args.min_age
         );
     }
-    let ledger = Ledger::open(&args.db)?;
+    if let Some(secs) = args.stale_sent
+        && secs < SAFE_MIN_AGE_SECS
+    {
+        eprintln!(
+            "resolve: warning: --stale-sent {secs} is under {SAFE_MIN_AGE_SECS} s; a SENT row \
+             whose relay is still waiting for the core could be settled FAILED and resent"
+        );
+    }
+    let ledger = Ledger::open_existing(&args.db)?;
+    // Checked even for --dry-run, so that a dry run also proves the settings.
+    let core = CoreClient::new(
+        &args.core,
+        Duration::from_millis(args.connect_timeout_ms),
+        Duration::from_millis(args.read_timeout_ms),
+    )?;
     if args.dry_run {
         let rows = batch::resolve_candidates(&ledger, args.min_age, args.stale_sent)?;
         return Ok(print_report(
@@ -73,12 +87,7 @@ fn run(args: Args) -> anyhow::Result<i32> {
             args.json,
         ));
     }
-    let core = CoreClient::new(
-        &args.core,
-        Duration::from_millis(args.connect_timeout_ms),
-        Duration::from_millis(args.read_timeout_ms),
-    )?;
     let summary = batch::resolve(&ledger, &core, args.min_age, args.stale_sent)
-        .context("cannot select rows")?;
+        .with_context(|| format!("ledger {}", args.db.display()))?;
     Ok(print_report("resolve", &summary, args.json))
 }
