@@ -19,6 +19,21 @@ pub const SCHEMA: &str = include_str!("../../../schema.sql");
 /// Bumped whenever `SCHEMA` changes; `PRAGMA user_version` records what a file has seen.
 const SCHEMA_VERSION: i64 = 1;
 
+// The transitions. Each names, in its WHERE, the state it leaves; its row count decides.
+const CLAIM_NEW: &str = "\
+    INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at) \
+    VALUES (?1, ?2, 'SENT', ?3, 1, datetime('now')) \
+    ON CONFLICT (guid) DO NOTHING";
+const RECLAIM_FAILED: &str = "\
+    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
+    WHERE guid = ?1 AND state = 'FAILED'";
+const RECLAIM_FOR_RESEND: &str = "\
+    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
+    WHERE guid = ?1 AND state = 'FAILED' AND rsp_code = 'E902' AND attempts < ?2";
+const TRANSITION: &str = "\
+    UPDATE tx SET state = ?3, rsp_code = ?4, response = ?5, updated_at = datetime('now') \
+    WHERE guid = ?1 AND state = ?2";
+
 /// How long a statement waits for another writer before giving up (then: E905).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -255,33 +270,29 @@ impl Ledger {
 
     /// Step 1 of the relay: the GUID is ours iff this inserts the row. Durable on return.
     pub fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
-        let n = self.conn.execute(
-            "INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at) \
-             VALUES (?1, ?2, 'SENT', ?3, 1, datetime('now')) \
-             ON CONFLICT (guid) DO NOTHING",
-            params![guid, tx_code, request],
-        )?;
+        let n = self
+            .conn
+            .prepare_cached(CLAIM_NEW)?
+            .execute(params![guid, tx_code, request])?;
         Ok(n == 1)
     }
 
     /// The relay's re-claim of a GUID whose earlier send provably never left.
     pub fn reclaim_failed(&self, guid: &str) -> Result<bool> {
-        let n = self.conn.execute(
-            "UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
-             WHERE guid = ?1 AND state = 'FAILED'",
-            params![guid],
-        )?;
+        let n = self
+            .conn
+            .prepare_cached(RECLAIM_FAILED)?
+            .execute(params![guid])?;
         Ok(n == 1)
     }
 
     /// reprocess's re-claim: the same move, but only for rows its selection rule admits, so
     /// that a row changed since it was listed (or listed by a buggy caller) is never resent.
     pub fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<bool> {
-        let n = self.conn.execute(
-            "UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
-             WHERE guid = ?1 AND state = 'FAILED' AND rsp_code = 'E902' AND attempts < ?2",
-            params![guid, max_attempts],
-        )?;
+        let n = self
+            .conn
+            .prepare_cached(RECLAIM_FOR_RESEND)?
+            .execute(params![guid, max_attempts])?;
         Ok(n == 1)
     }
 
@@ -296,11 +307,10 @@ impl Ledger {
         rsp_code: &str,
         response: &[u8],
     ) -> Result<bool> {
-        let n = self.conn.execute(
-            "UPDATE tx SET state = ?3, rsp_code = ?4, response = ?5, updated_at = datetime('now') \
-             WHERE guid = ?1 AND state = ?2",
-            params![guid, from, to, rsp_code, response],
-        )?;
+        let n = self
+            .conn
+            .prepare_cached(TRANSITION)?
+            .execute(params![guid, from, to, rsp_code, response])?;
         Ok(n == 1)
     }
 
@@ -560,7 +570,8 @@ fn run_batch(l: &Ledger, ops: &[&Op]) -> Vec<Result<bool>> {
             .map(|_| Err(LedgerError::Writer(msg.clone())))
             .collect()
     };
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    let run = |sql| conn.prepare_cached(sql).and_then(|mut st| st.execute([]));
+    if let Err(e) = run("BEGIN IMMEDIATE") {
         return all_fail(&e);
     }
     let mut results = Vec::with_capacity(ops.len());
@@ -573,7 +584,7 @@ fn run_batch(l: &Ledger, ops: &[&Op]) -> Vec<Result<bool>> {
         }
         results.push(r);
     }
-    if let Err(e) = conn.execute_batch("COMMIT") {
+    if let Err(e) = run("COMMIT") {
         let _ = conn.execute_batch("ROLLBACK");
         return all_fail(&e);
     }
