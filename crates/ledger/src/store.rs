@@ -26,7 +26,7 @@ const CLAIM_NEW: &str = "\
     ON CONFLICT (guid) DO NOTHING";
 const RECLAIM_FAILED: &str = "\
     UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
-    WHERE guid = ?1 AND state = 'FAILED'";
+    WHERE guid = ?1 AND state = 'FAILED' AND request = ?2";
 const RECLAIM_FOR_RESEND: &str = "\
     UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
     WHERE guid = ?1 AND state = 'FAILED' AND rsp_code = 'E902' AND attempts < ?2";
@@ -277,12 +277,13 @@ impl Ledger {
         Ok(n == 1)
     }
 
-    /// The relay's re-claim of a GUID whose earlier send provably never left.
-    pub fn reclaim_failed(&self, guid: &str) -> Result<bool> {
+    /// The relay's re-claim of a GUID whose earlier send provably never left, for the very
+    /// request stored with it (the row was read before; this makes the read irrelevant).
+    pub fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<bool> {
         let n = self
             .conn
             .prepare_cached(RECLAIM_FAILED)?
-            .execute(params![guid])?;
+            .execute(params![guid, request])?;
         Ok(n == 1)
     }
 
@@ -432,7 +433,7 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 pub trait Store {
     fn read(&self, guid: &str) -> Result<Option<Row>>;
     fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool>;
-    fn reclaim_failed(&self, guid: &str) -> Result<bool>;
+    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<bool>;
     fn transition(
         &self,
         guid: &str,
@@ -450,8 +451,8 @@ impl Store for Ledger {
     fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
         Ledger::claim_new(self, guid, tx_code, request)
     }
-    fn reclaim_failed(&self, guid: &str) -> Result<bool> {
-        Ledger::reclaim_failed(self, guid)
+    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<bool> {
+        Ledger::reclaim_failed(self, guid, request)
     }
     fn transition(
         &self,
@@ -474,6 +475,7 @@ enum Op {
     },
     ReclaimFailed {
         guid: String,
+        request: Vec<u8>,
     },
     Transition {
         guid: String,
@@ -492,7 +494,7 @@ impl Op {
                 tx_code,
                 request,
             } => l.claim_new(guid, tx_code, request),
-            Op::ReclaimFailed { guid } => l.reclaim_failed(guid),
+            Op::ReclaimFailed { guid, request } => l.reclaim_failed(guid, request),
             Op::Transition {
                 guid,
                 from,
@@ -617,9 +619,10 @@ impl Store for GroupCommit {
             request: request.to_vec(),
         })
     }
-    fn reclaim_failed(&self, guid: &str) -> Result<bool> {
+    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<bool> {
         self.writer.submit(Op::ReclaimFailed {
             guid: guid.to_string(),
+            request: request.to_vec(),
         })
     }
     fn transition(
@@ -741,7 +744,10 @@ mod tests {
         let (_d, l) = temp();
         assert!(l.claim_new("G1", "TRNF", b"req").unwrap());
         assert!(!l.claim_new("G1", "TRNF", b"req").unwrap());
-        assert!(!l.reclaim_failed("G1").unwrap(), "SENT is not FAILED");
+        assert!(
+            !l.reclaim_failed("G1", b"req").unwrap(),
+            "SENT is not FAILED"
+        );
         assert!(
             l.transition("G1", State::Sent, State::Failed, "E902", b"r")
                 .unwrap()
@@ -751,8 +757,12 @@ mod tests {
                 .unwrap(),
             "left SENT already"
         );
-        assert!(l.reclaim_failed("G1").unwrap());
-        assert!(!l.reclaim_failed("G1").unwrap());
+        assert!(
+            !l.reclaim_failed("G1", b"other").unwrap(),
+            "another request"
+        );
+        assert!(l.reclaim_failed("G1", b"req").unwrap());
+        assert!(!l.reclaim_failed("G1", b"req").unwrap());
         let row = l.get("G1").unwrap().unwrap();
         assert_eq!(row.state, State::Sent);
         assert_eq!(row.attempts, Some(2));

@@ -60,7 +60,7 @@ pub fn handle(store: &impl Store, core: &CoreClient, msg: &[u8]) -> Handled {
             Ok(Some(row)) => match answer_from_row(&row, msg) {
                 Some(answer) => return answer,
                 // FAILED: the earlier send provably never left, so it may go now, if we win it.
-                None => store.reclaim_failed(&t.guid),
+                None => store.reclaim_failed(&t.guid, msg),
             },
         };
         match claimed {
