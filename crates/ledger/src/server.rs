@@ -130,6 +130,7 @@ impl Relay {
             addr: config.listen.clone(),
             source,
         })?;
+        widen_backlog(&listener);
         Ok(Relay {
             listener,
             shared: Arc::new(Shared {
@@ -239,6 +240,28 @@ impl Relay {
         }
     }
 }
+
+/// Pending connections the kernel queues before `accept` (it caps this at somaxconn).
+const BACKLOG: i32 = 1024;
+
+/// std listens with a backlog of 128: a burst of channels reconnecting after a restart
+/// overflows it, and each overflowing client waits a second for its SYN to be retried.
+#[cfg(unix)]
+fn widen_backlog(listener: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: listen(2) on a socket this listener owns; calling it again on a listening
+    // socket only changes the backlog, and on failure the old one stays.
+    let rc = unsafe { libc::listen(listener.as_raw_fd(), BACKLOG) };
+    if rc != 0 {
+        warn!(
+            "cannot widen the listen backlog: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+#[cfg(not(unix))]
+fn widen_backlog(_: &TcpListener) {}
 
 /// Why a connection ended other than by a clean close between frames.
 #[derive(Debug)]
