@@ -61,7 +61,8 @@ echo "== building (cargo build --release --workspace --bins --quiet)"
 cargo build --release --workspace --bins --quiet
 bin="$target_dir/release"
 
-# 1000 idle connections cost the relay ~3 descriptors each (socket + clones), loadgen one.
+# 1000 idle connections cost the relay one descriptor each (it raises its own soft limit),
+# loadgen one.
 soft=$(ulimit -Sn)
 if [[ $soft != unlimited ]] && ((soft < 8192)); then
     ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 8192 2>/dev/null || true
@@ -272,7 +273,7 @@ echo "== idle"
 start coresim "$work/idle.core.log" --listen 127.0.0.1:0
 idle_core=$addr idle_core_pid=$pid
 start relay "$work/idle.relay.log" --db "$work/idle.db" --listen 127.0.0.1:0 \
-    --core "http://$idle_core"
+    --core "http://$idle_core" --max-connections-per-peer "$idle_n"
 idle_relay=$addr idle_relay_pid=$pid
 run_loadgen idle --relay "$idle_relay" --idle "$idle_n" --hold-secs "$hold" \
     --rss-pid "$idle_relay_pid" --guid-prefix "B$(date +%s)-idle"

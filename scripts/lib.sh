@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared helpers for the operator wrappers in this directory (relay.sh, resolve.sh,
 # reprocess.sh, purge.sh). Sourced, never run. Needs bash >= 5 (EPOCHREALTIME) and, for
-# the batch wrappers, flock(1) from util-linux.
+# the batch wrappers, flock(1) from util-linux >= 2.26 (for -E).
 #
 # The calling script sets SELF (its own name, e.g. "resolve.sh") and SCRIPT_DIR (the
 # directory it lives in, symlinks resolved) before sourcing this file.
@@ -60,6 +60,94 @@ wants_help() {
     return 1
 }
 
+# True if option $1 (e.g. --force) is among the arguments that follow (up to a `--`).
+has_arg() {
+    local opt=$1 a
+    shift
+    for a in "$@"; do
+        case $a in
+            --) return 1 ;;
+            "$opt") return 0 ;;
+        esac
+    done
+    return 1
+}
+
+# arg_value OPT ARG...: finds option OPT (e.g. --db) among the ARGs (up to a `--`) as
+# `OPT VALUE` or `OPT=VALUE`, the two forms the tools' parser (clap) takes. Returns 0 with
+# REPLY set to the value of its last occurrence, 1 if OPT is not there, 2 if its last
+# occurrence has no value (none, an empty one, or the next argument starts with `-`: clap
+# refuses all three).
+arg_value() {
+    local opt=$1 rc=1
+    shift
+    REPLY=
+    while (($# > 0)); do
+        case $1 in
+            --) break ;;
+            "$opt")
+                if (($# < 2)) || [[ -z $2 || $2 == -* ]]; then
+                    REPLY= rc=2
+                else
+                    REPLY=$2 rc=0
+                    shift
+                fi
+                ;;
+            "$opt"=*)
+                REPLY=${1#"$opt"=} rc=0
+                [[ -n $REPLY ]] || rc=2
+                ;;
+        esac
+        shift
+    done
+    return "$rc"
+}
+
+# effective OPT FALLBACK ARG...: prints the value the tool will use for OPT: the last one
+# among the ARGs (an option on the command line wins in the tool), else FALLBACK (what the
+# environment gives it). For log lines.
+effective() {
+    local opt=$1 fallback=$2
+    shift 2
+    if arg_value "$opt" "$@"; then
+        printf '%s\n' "$REPLY"
+    else
+        printf '%s\n' "$fallback"
+    fi
+}
+
+# tool_setting VAR GENERIC DEFAULT: settles the tool's own variable VAR (e.g. RESOLVE_CORE)
+# as the operator means it: VAR itself if set and non-empty, else the wrapper's generic
+# variable named GENERIC (e.g. CORE_URL; '' for none), else DEFAULT (may be ''). Exports
+# VAR with the outcome, or unsets it if that is empty (an empty value would be a parse
+# error in the tool).
+tool_setting() {
+    local var=$1 generic=$2 default=$3 value
+    value=${!var:-}
+    if [[ -z $value && -n $generic ]]; then
+        value=${!generic:-}
+    fi
+    value=${value:-$default}
+    if [[ -n $value ]]; then
+        export "$var=$value"
+    else
+        unset "$var"
+    fi
+}
+
+# pass_through VAR...: variables the tool reads itself, passed on unchanged; an empty one
+# is unset (an empty value would be a parse error in the tool).
+pass_through() {
+    local var
+    for var in "$@"; do
+        if [[ -n ${!var:-} ]]; then
+            export "${var?}"
+        else
+            unset "$var"
+        fi
+    done
+}
+
 # require_int NAME VALUE MIN: VALUE must be a decimal integer >= MIN.
 require_int() {
     local name=$1 value=$2 min=$3
@@ -113,27 +201,33 @@ tool_help() {
 }
 
 # The usage text shared by the batch wrappers (resolve.sh, reprocess.sh, purge.sh):
-# $1 = tool, $2 = one-line description, $3 = the tool-specific variables (CORE_URL
-# included where the tool uses it), already formatted.
+# $1 = tool, $2 = one-line description, $3 = the tool-specific variables (CORE_URL and the
+# tool's own core variable included where the tool uses them), already formatted.
 batch_usage() {
-    local tool=$1 what=$2 specific=$3
+    local tool=$1 what=$2 specific=$3 var=${1^^}_DB
     cat <<EOF
 Usage: $SELF [TOOL-OPTION...]
 
 $what
 Runs $tool once under a lock, for cron or a service manager (a oneshot unit + timer).
 
-Environment:
-  LEDGER_DB            the relay's SQLite ledger (required)
+Environment (empty variables count as unset):
+  LEDGER_DB            the relay's SQLite ledger; required unless $var or a --db
+                       argument names it
+  $(printf '%-20s' "$var") the ledger, for $tool only: wins over LEDGER_DB
 $specific  LOCK_DIR             directory of the lock file   [default: the ledger's directory]
-                       lock file: \${LOCK_DIR:-\$(dirname LEDGER_DB)}/\$(basename LEDGER_DB).$tool.lock
+                       lock file: \${LOCK_DIR:-\$(dirname DB)}/\$(basename DB).$tool.lock,
+                       DB being the ledger the tool opens: the last --db (or --db=)
+                       argument, else $var, else LEDGER_DB
   RELAY_BIN_DIR        directory holding the $tool binary
                        [default: ../target/release, else ../target/debug next to this
                        script, else PATH]
   RUST_LOG             log filter of the tool       [default: info]
 
-Empty variables count as unset. The tool's own variables (${tool^^}_DB, ...) are set by
-this script from the ones above; an option given on the command line wins over them.
+Precedence: an option given on the command line wins (the tool reads it); then the
+tool's own variable (${tool^^}_...) if set; then this script's generic one (LEDGER_DB,
+CORE_URL); then the default. This script exports the outcome as the tool's variable,
+and its log line shows the values the tool will use.
 
 Output: the tool's stdout (summary line, or JSON with --json) is passed through
 untouched. Every stderr line, the tool's and this script's, is prefixed with an
@@ -142,7 +236,7 @@ ISO-8601 UTC timestamp (e.g. 2026-01-31T23:59:59.123Z).
 Exit codes:
   0    done: everything selected was settled (or nothing to do, or --dry-run)
   1    fatal error of the tool (cannot open the ledger, ...), or the lock file
-       cannot be opened or locked (no flock(1), ...)
+       cannot be opened or locked (no flock(1), flock(1) failed, ...)
   2    usage: bad option (from the tool) or a missing/malformed setting (from $SELF)
   3    some rows are left for a later run (core unreachable, inquiry error, skipped rows)
   75   another $SELF run on the same ledger holds the lock; nothing was done (EX_TEMPFAIL)
@@ -152,38 +246,55 @@ EOF
     tool_help "$tool"
 }
 
-# Validates LEDGER_DB/CORE_URL/LOCK_DIR/RUST_LOG for a batch wrapper and sets LOCK_FILE
-# for tool $1.
+# Settles the ledger of batch tool $1 from the arguments that follow (those passed to the
+# tool) and the environment, and sets:
+#   ${TOOL}_DB  exported: ${TOOL}_DB if set, else LEDGER_DB (unset if neither is);
+#   DB          the ledger the tool will open: the last --db/--db= among the arguments
+#               (it wins in the tool), else ${TOOL}_DB; exits with EXIT_CONFIG if
+#               nothing names one;
+#   LOCK_FILE   ${LOCK_DIR:-$(dirname DB)}/$(basename DB).$1.lock: every run of the tool
+#               on one ledger takes the same lock, whichever way it was told the path;
+# and exports RUST_LOG (default info).
 batch_settings() {
-    local tool=$1
-    LEDGER_DB=${LEDGER_DB:-}
-    [[ -n $LEDGER_DB ]] || die "$EXIT_CONFIG" "LEDGER_DB is not set: the path of the relay's SQLite ledger is required (see $SELF --help)"
-    CORE_URL=${CORE_URL:-http://127.0.0.1:9201}
-    local dir
+    local tool=$1 var=${1^^}_DB rc=0 dir
+    shift
+    tool_setting "$var" LEDGER_DB ''
+    arg_value --db "$@" || rc=$?
+    case $rc in
+        0) DB=$REPLY ;;
+        1) DB=${!var:-} ;;
+        *) die "$EXIT_CONFIG" "--db needs a value: the path of the relay's SQLite ledger" ;;
+    esac
+    [[ -n $DB ]] || die "$EXIT_CONFIG" "LEDGER_DB is not set (nor $var, nor a --db argument): the path of the relay's SQLite ledger is required (see $SELF --help)"
     if [[ -n ${LOCK_DIR:-} ]]; then
         dir=$LOCK_DIR
     else
-        dir=$(dirname -- "$LEDGER_DB")
+        dir=$(dirname -- "$DB")
     fi
-    LOCK_FILE="$dir/$(basename -- "$LEDGER_DB").$tool.lock"
+    LOCK_FILE="$dir/$(basename -- "$DB").$tool.lock"
     export RUST_LOG=${RUST_LOG:-info}
 }
 
-# Takes the wrapper's lock without waiting, or exits with EXIT_LOCKED. The lock's file
-# descriptor stays open in the tool too, so the lock is held as long as the tool runs, even
-# if this script is killed first. The lock file is never deleted (deleting it would let
-# two runs lock two different files).
+# Takes the wrapper's lock without waiting, or exits with EXIT_LOCKED. flock(1) reports a
+# lock held elsewhere with its -E code (EXIT_LOCKED), so that no failure of flock itself
+# (exit 1 for a bad argument, 64 for an option it does not know, ...) can pass for
+# "another run": those are fatal (exit 1). The lock's file descriptor stays open in the
+# tool too, so the lock is held as long as the tool runs, even if this script is killed
+# first. The lock file is never deleted (deleting it would let two runs lock two different
+# files).
 take_lock() {
     if ! { exec {LOCK_FD}>>"$LOCK_FILE"; } 2>/dev/null; then
         die 1 "cannot open lock file $LOCK_FILE (set LOCK_DIR to a writable directory)"
     fi
     command -v flock >/dev/null || die 1 "flock(1) not found; install util-linux"
-    local rc=0
-    flock -n "$LOCK_FD" || rc=$?
+    local rc=0 out
+    # In a command substitution so that flock's own message is logged with a timestamp.
+    # The lock belongs to the open file, which this shell keeps open afterwards.
+    out=$(flock -n -E "$EXIT_LOCKED" "$LOCK_FD" 2>&1) || rc=$?
     case $rc in
         0) ;;
-        1) die "$EXIT_LOCKED" "another run holds $LOCK_FILE; not running (exit $EXIT_LOCKED)" ;;
-        *) die 1 "flock $LOCK_FILE failed (exit $rc)" ;;
+        "$EXIT_LOCKED") die "$EXIT_LOCKED" "another run holds $LOCK_FILE; not running (exit $EXIT_LOCKED)" ;;
+        *) die 1 "flock $LOCK_FILE failed (exit $rc)${out:+: ${out//$'\n'/ }}" ;;
     esac
 }
 

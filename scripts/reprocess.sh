@@ -13,30 +13,31 @@ if wants_help "$@"; then
     batch_usage reprocess \
         "Resends FAILED rows with rsp_code E902 (proved never sent) and fewer than REPROCESS_MAX_ATTEMPTS attempts." \
         "  CORE_URL             base URL of the core         [default: http://127.0.0.1:9201]
+  REPROCESS_CORE       the core, for reprocess only: wins over CORE_URL
   REPROCESS_MAX_ATTEMPTS  only rows with fewer attempts than this  [default: 3]
   REPROCESS_LIMIT      send at most this many rows per run, oldest first
                        [default: empty = all]
+  REPROCESS_CONNECT_TIMEOUT_MS, REPROCESS_READ_TIMEOUT_MS
+                       the tool's --connect-timeout-ms and --read-timeout-ms, passed
+                       through from the environment unchanged
+                       [default: the tool's, 1000 and 5000]
 "
     exit 0
 fi
 
-batch_settings reprocess
+batch_settings reprocess "$@"
+tool_setting REPROCESS_CORE CORE_URL http://127.0.0.1:9201
 REPROCESS_MAX_ATTEMPTS=${REPROCESS_MAX_ATTEMPTS:-3}
 REPROCESS_LIMIT=${REPROCESS_LIMIT:-}
 require_int REPROCESS_MAX_ATTEMPTS "$REPROCESS_MAX_ATTEMPTS" 1
 [[ -z $REPROCESS_LIMIT ]] || require_int REPROCESS_LIMIT "$REPROCESS_LIMIT" 0
+export REPROCESS_MAX_ATTEMPTS
+pass_through REPROCESS_LIMIT REPROCESS_CONNECT_TIMEOUT_MS REPROCESS_READ_TIMEOUT_MS
 
 BIN=$(need_bin reprocess)
 
-export REPROCESS_DB=$LEDGER_DB REPROCESS_CORE=$CORE_URL REPROCESS_MAX_ATTEMPTS
-if [[ -n $REPROCESS_LIMIT ]]; then
-    export REPROCESS_LIMIT
-else
-    unset REPROCESS_LIMIT # an empty value would be a parse error in the tool
-fi
-
 take_lock
-log "running $BIN (ledger $LEDGER_DB, core $CORE_URL, max-attempts $REPROCESS_MAX_ATTEMPTS, limit ${REPROCESS_LIMIT:-none}, lock $LOCK_FILE)${*:+ with: $*}"
+log "running $BIN (ledger $DB, core $(effective --core "$REPROCESS_CORE" "$@"), max-attempts $(effective --max-attempts "$REPROCESS_MAX_ATTEMPTS" "$@"), limit $(effective --limit "${REPROCESS_LIMIT:-none}" "$@"), connect-timeout-ms $(effective --connect-timeout-ms "${REPROCESS_CONNECT_TIMEOUT_MS:-default}" "$@"), read-timeout-ms $(effective --read-timeout-ms "${REPROCESS_READ_TIMEOUT_MS:-default}" "$@"), lock $LOCK_FILE)${*:+ with: $*}"
 run_stamped "$BIN" "$@"
 log "reprocess exited $RC"
 exit "$RC"

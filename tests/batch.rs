@@ -511,6 +511,8 @@ fn resolve_stale_sent_settles_orphaned_sent_rows_only_with_the_flag() {
     ] {
         put(&db, g, state, rsp, Some(&msg(g, 14, "")), 1, OLD);
     }
+    // The booked one is known to the core, as the canary inquiry expects.
+    core_book(&core, &msg(others[2], 14, ""));
     let others_rows = || -> Vec<Row> { others.iter().map(|g| db.row(g).unwrap()).collect() };
     let others_before = others_rows();
     let sent_rows = || -> Vec<Row> {
@@ -530,7 +532,7 @@ fn resolve_stale_sent_settles_orphaned_sent_rows_only_with_the_flag() {
         "{}",
         r.stdout()
     );
-    assert_eq!(inquiries(&core), 1);
+    assert_eq!(inquiries(&core), 2, "the canary, then G-SS-UNK");
     assert_eq!(sent_rows(), sent_before);
     assert_done_as_booked(&db, &core, &unk);
 
@@ -558,8 +560,8 @@ fn resolve_stale_sent_settles_orphaned_sent_rows_only_with_the_flag() {
     r.expect_code(0);
     assert_eq!(
         inquiries(&core),
-        asked + 2,
-        "only the two aged SENT rows were asked about"
+        asked + 3,
+        "the canary, then only the two aged SENT rows were asked about"
     );
     let j = run_json(&r);
     assert_eq!(
@@ -1440,6 +1442,8 @@ fn resolve_stale_sent_and_the_relay_settling_the_same_row_one_writer_wins() {
         thread::spawn(move || call(&addr, &m))
     };
     assert!(eventually(WAIT, || db.state("G-1W") == Some(State::Sent)));
+    // Old enough for the stale-sent floor (as if the relay had been paused that long).
+    age_row(&db, "G-1W", OLD);
     // Hold the ledger's write lock so that the relay's result and resolve's settlement
     // both wait for it, then let them go at once.
     let lock = rusqlite::Connection::open(&db.path).unwrap();
@@ -1458,7 +1462,7 @@ fn resolve_stale_sent_and_the_relay_settling_the_same_row_one_writer_wins() {
                     "--min-age",
                     "60",
                     "--stale-sent",
-                    "0",
+                    "60",
                     "--json",
                 ],
             )
@@ -1488,32 +1492,42 @@ fn resolve_stale_sent_and_the_relay_settling_the_same_row_one_writer_wins() {
     assert_eq!(bookings(&core, "G-1W"), 1);
 }
 
+/// A request message for `guid` written by hand: the encoder refuses GUIDs the contract
+/// calls malformed, and these tests need to send them.
+fn raw_msg(guid: &str, amount: u64, memo: &str) -> Vec<u8> {
+    let mut m = msg("X", amount, memo);
+    m[5..41].copy_from_slice(format!("{guid:<36}").as_bytes());
+    m
+}
+
 #[test]
-fn resolve_asks_about_dotted_guids_verbatim() {
-    // A client that normalised `/v1/transfers/..` would ask about another path, hear 404
-    // and mark a booked transfer FAILED.
+fn a_guid_made_only_of_dots_is_malformed_and_never_reaches_the_core() {
+    // `/v1/transfers/..` is normalised by servers and proxies to another path, whose 404
+    // would mark a booked transfer FAILED: such GUIDs are refused at the door (E900).
     let core = coresim(&[]);
     let db = Db::new();
     let relay = relay(&db, &core.url(), &[]);
-    let booked: Vec<Vec<u8>> = ["..", ".", "a..b"]
-        .iter()
-        .map(|g| msg(g, 5, "DROP"))
-        .collect();
-    for m in &booked {
-        assert_eq!(call(&relay.addr, m), short(m, b"E901"));
+    for g in [".", "..", "..."] {
+        let m = raw_msg(g, 5, "");
+        assert_eq!(call(&relay.addr, &m), short(&m, b"E900"), "{g}");
+        assert_eq!(db.row(g), None);
     }
-    let never = msg("...", 6, "");
-    put(&db, "...", "UNKNOWN", Some("E901"), Some(&never), 1, OLD);
-    for g in ["..", ".", "a..b"] {
-        age_row(&db, g, OLD);
-    }
-    resolve(&db, &core.url(), &["--min-age", "60"]).expect_code(0);
-    for m in &booked {
-        let reply = assert_done_as_booked(&db, &core, m);
-        assert_eq!(call(&relay.addr, m), reply);
-    }
-    assert_failed_e902(&db, &never, 1);
-    assert_eq!(total_bookings(&core), 3);
+    // Dots among other characters are fine, and asked about verbatim.
+    let dotted = msg("a..b", 5, "DROP");
+    assert_eq!(call(&relay.addr, &dotted), short(&dotted, b"E901"));
+    // A row made by hand for a dots-only GUID is skipped, never asked about.
+    let hand = raw_msg("..", 6, "");
+    put(&db, "..", "UNKNOWN", Some("E901"), Some(&hand), 1, OLD);
+    age_row(&db, "a..b", OLD);
+    let r = resolve(&db, &core.url(), &["--min-age", "60", "--json"]);
+    r.expect_code(3);
+    let j = run_json(&r);
+    assert_eq!((&j["done"], &j["skipped"]), (&1.into(), &1.into()), "{j}");
+    assert_eq!(inquiries(&core), 1, "only a..b was asked about");
+    let reply = assert_done_as_booked(&db, &core, &dotted);
+    assert_eq!(call(&relay.addr, &dotted), reply);
+    assert_eq!(db.state(".."), Some(State::Unknown));
+    assert_eq!(total_bookings(&core), 1);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1604,10 +1618,14 @@ fn purge_deletes_only_done_rows_older_than_the_retention() {
     assert!(!r.stderr().contains("warning"), "{}", r.stderr());
 
     let r = purge(&db, &["--days", "0"]);
+    r.expect_code(2);
+    assert!(r.stderr().contains("--days"), "{}", r.stderr());
+    assert_eq!(all_rows(&db).len(), 6, "refused: nothing deleted");
+    let r = purge(&db, &["--days", "0", "--force"]);
     r.expect_code(0);
     assert!(
         r.stderr().contains("warning"),
-        "--days 0 warns: {}",
+        "--days 0 --force warns: {}",
         r.stderr()
     );
     assert_eq!(

@@ -45,6 +45,10 @@ const SETTINGS: &[&str] = &[
     "RELAY_FRAME_TIMEOUT_MS",
     "RELAY_IDLE_TIMEOUT_SECS",
     "RELAY_MAX_CONNECTIONS",
+    "RESOLVE_CONNECT_TIMEOUT_MS",
+    "RESOLVE_READ_TIMEOUT_MS",
+    "REPROCESS_CONNECT_TIMEOUT_MS",
+    "REPROCESS_READ_TIMEOUT_MS",
 ];
 
 /// The wrapper's documented exit code when another run holds the lock (EX_TEMPFAIL).
@@ -215,9 +219,14 @@ fn help_lists_every_setting_and_needs_none() {
             "resolve.sh",
             &[
                 "LEDGER_DB",
+                "RESOLVE_DB",
                 "CORE_URL",
+                "RESOLVE_CORE",
                 "RESOLVE_MIN_AGE",
                 "RESOLVE_STALE_SENT",
+                "--stale-sent SECS",
+                "RESOLVE_CONNECT_TIMEOUT_MS",
+                "RESOLVE_READ_TIMEOUT_MS",
                 "LOCK_DIR",
                 "RELAY_BIN_DIR",
                 "RUST_LOG",
@@ -229,9 +238,13 @@ fn help_lists_every_setting_and_needs_none() {
             "reprocess.sh",
             &[
                 "LEDGER_DB",
+                "REPROCESS_DB",
                 "CORE_URL",
+                "REPROCESS_CORE",
                 "REPROCESS_MAX_ATTEMPTS",
                 "REPROCESS_LIMIT",
+                "REPROCESS_CONNECT_TIMEOUT_MS",
+                "REPROCESS_READ_TIMEOUT_MS",
                 "LOCK_DIR",
                 "RELAY_BIN_DIR",
                 "RUST_LOG",
@@ -243,7 +256,9 @@ fn help_lists_every_setting_and_needs_none() {
             "purge.sh",
             &[
                 "LEDGER_DB",
+                "PURGE_DB",
                 "PURGE_DAYS",
+                "--force",
                 "LOCK_DIR",
                 "RELAY_BIN_DIR",
                 "RUST_LOG",
@@ -297,7 +312,6 @@ fn a_malformed_setting_is_refused_before_the_tool_runs() {
     for (name, var) in [
         ("purge.sh", "PURGE_DAYS"),
         ("resolve.sh", "RESOLVE_MIN_AGE"),
-        ("resolve.sh", "RESOLVE_STALE_SENT"),
         ("reprocess.sh", "REPROCESS_MAX_ATTEMPTS"),
         ("reprocess.sh", "REPROCESS_LIMIT"),
     ] {
@@ -528,7 +542,7 @@ fn purge_deletes_old_done_rows_only_and_stdout_is_the_tools() {
         1,
         "-100 days",
     );
-    insert_row(&db, "G-SCR-NEW", "DONE", Some("0000"), None, 1, "-1 day");
+    insert_row(&db, "G-SCR-NEW", "DONE", Some("0000"), None, 1, "-2 days");
     insert_row(
         &db,
         "G-SCR-UNK",
@@ -560,7 +574,7 @@ fn purge_deletes_old_done_rows_only_and_stdout_is_the_tools() {
     let run = run_script(
         "purge.sh",
         &[],
-        &[("LEDGER_DB", db.arg()), ("PURGE_DAYS", "0")],
+        &[("LEDGER_DB", db.arg()), ("PURGE_DAYS", "1")],
     );
     run.expect_code(0);
     assert!(db.row("G-SCR-NEW").is_none());
@@ -689,6 +703,426 @@ fn fatal_errors_and_a_missing_binary_have_their_codes() {
         );
         run.expect_code(127);
         assert!(run.stderr().contains("RELAY_BIN_DIR"), "{}", run.stderr());
+    }
+}
+
+/// The wrapper's `running ...` log line, which shows the values the tool will use.
+fn running_line(run: &Run) -> String {
+    let err = run.stderr();
+    err.lines()
+        .find(|l| l.contains(": running "))
+        .unwrap_or_else(|| panic!("{:?}: no 'running' line in stderr:\n{err}", run.argv))
+        .to_string()
+}
+
+/// A path in an existing directory where no ledger is: what a stale or wrong generic
+/// setting points at. Any tool that opened it would fail (the tools never create one).
+fn decoy_ledger(dir: &tempfile::TempDir) -> String {
+    dir.path().join("not-this.db").to_str().unwrap().to_string()
+}
+
+#[test]
+fn the_tools_own_variables_win_over_ledger_db_and_core_url() {
+    let core = coresim(&[]);
+    let decoys = tempfile::tempdir().unwrap();
+    let decoy = decoy_ledger(&decoys);
+    let dead = core_down_url();
+
+    // resolve.sh: RESOLVE_DB and RESOLVE_CORE, set by the operator, are what the tool uses.
+    let db = Db::new();
+    let m = msg("G-SCR-OWN-RES", 1100, "own variables");
+    book_at_core(&core, &m);
+    insert_row(
+        &db,
+        "G-SCR-OWN-RES",
+        "UNKNOWN",
+        Some("E901"),
+        Some(&m),
+        1,
+        "-1 hour",
+    );
+    let run = run_script(
+        "resolve.sh",
+        &[],
+        &[
+            ("LEDGER_DB", &decoy),
+            ("RESOLVE_DB", db.arg()),
+            ("CORE_URL", &dead),
+            ("RESOLVE_CORE", &core.url()),
+        ],
+    );
+    run.expect_code(0);
+    let line = running_line(&run);
+    assert!(
+        line.contains(&format!("ledger {},", db.arg()))
+            && line.contains(&format!("core {},", core.url())),
+        "the log shows the values in effect: {line}"
+    );
+    assert_eq!(db.state("G-SCR-OWN-RES"), Some(State::Done));
+    assert!(!Path::new(&decoy).exists());
+
+    // reprocess.sh: REPROCESS_DB and REPROCESS_CORE likewise.
+    let db = Db::new();
+    let m = msg("G-SCR-OWN-REP", 1200, "own variables");
+    insert_row(
+        &db,
+        "G-SCR-OWN-REP",
+        "FAILED",
+        Some("E902"),
+        Some(&m),
+        1,
+        "-1 minute",
+    );
+    let run = run_script(
+        "reprocess.sh",
+        &[],
+        &[
+            ("LEDGER_DB", &decoy),
+            ("REPROCESS_DB", db.arg()),
+            ("CORE_URL", &dead),
+            ("REPROCESS_CORE", &core.url()),
+        ],
+    );
+    run.expect_code(0);
+    let line = running_line(&run);
+    assert!(
+        line.contains(&format!("ledger {},", db.arg()))
+            && line.contains(&format!("core {},", core.url())),
+        "the log shows the values in effect: {line}"
+    );
+    assert_eq!(db.state("G-SCR-OWN-REP"), Some(State::Done));
+    assert_eq!(bookings(&core, "G-SCR-OWN-REP"), 1);
+
+    // purge.sh: PURGE_DB likewise.
+    let db = Db::new();
+    insert_row(
+        &db,
+        "G-SCR-OWN-PUR",
+        "DONE",
+        Some("0000"),
+        None,
+        1,
+        "-100 days",
+    );
+    let run = run_script(
+        "purge.sh",
+        &[],
+        &[("LEDGER_DB", &decoy), ("PURGE_DB", db.arg())],
+    );
+    run.expect_code(0);
+    assert!(
+        running_line(&run).contains(&format!("ledger {},", db.arg())),
+        "{}",
+        run.stderr()
+    );
+    assert!(db.row("G-SCR-OWN-PUR").is_none());
+
+    // An empty tool variable counts as unset: the generic one applies.
+    let db = Db::new();
+    let m = msg("G-SCR-OWN-EMPTY", 1300, "generic variables");
+    insert_row(
+        &db,
+        "G-SCR-OWN-EMPTY",
+        "FAILED",
+        Some("E902"),
+        Some(&m),
+        1,
+        "-1 minute",
+    );
+    let run = run_script(
+        "reprocess.sh",
+        &[],
+        &[
+            ("LEDGER_DB", db.arg()),
+            ("REPROCESS_DB", ""),
+            ("CORE_URL", &core.url()),
+            ("REPROCESS_CORE", ""),
+        ],
+    );
+    run.expect_code(0);
+    assert!(
+        running_line(&run).contains(&format!("core {},", core.url())),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(db.state("G-SCR-OWN-EMPTY"), Some(State::Done));
+}
+
+#[test]
+fn resolve_sh_ignores_resolve_stale_sent_and_settles_sent_rows_only_when_asked_by_argument() {
+    let core = coresim(&[]);
+    let db = Db::new();
+    // Left SENT by a relay that died after the core booked it.
+    let m = msg("G-SCR-STALE", 1500, "orphaned");
+    book_at_core(&core, &m);
+    insert_row(&db, "G-SCR-STALE", "SENT", None, Some(&m), 1, "-1 hour");
+    let env = [
+        ("LEDGER_DB", db.arg()),
+        ("CORE_URL", &core.url() as &str),
+        ("RESOLVE_STALE_SENT", "600"),
+    ];
+
+    let run = run_script("resolve.sh", &[], &env);
+    run.expect_code(0);
+    assert_eq!(
+        db.state("G-SCR-STALE"),
+        Some(State::Sent),
+        "a variable alone must not settle SENT rows"
+    );
+    assert_stamped(&run);
+    let err = run.stderr();
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("RESOLVE_STALE_SENT"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning line:\n{err}");
+    assert!(
+        warnings[0].contains("ignored") && warnings[0].contains("--stale-sent SECS"),
+        "the warning says what to do instead: {}",
+        warnings[0]
+    );
+    assert!(running_line(&run).contains("stale-sent off"), "{err}");
+
+    // Not even a malformed value stops the run: it is ignored all the same.
+    let run = run_script(
+        "resolve.sh",
+        &[],
+        &[
+            ("LEDGER_DB", db.arg()),
+            ("CORE_URL", &core.url()),
+            ("RESOLVE_STALE_SENT", "ten"),
+        ],
+    );
+    run.expect_code(0);
+    assert!(run.stderr().contains("ignored"), "{}", run.stderr());
+    assert_eq!(db.state("G-SCR-STALE"), Some(State::Sent));
+
+    // Asked on the command line, the same row is settled.
+    let run = run_script("resolve.sh", &["--stale-sent", "600"], &env);
+    run.expect_code(0);
+    assert!(
+        running_line(&run).contains("stale-sent 600"),
+        "{}",
+        run.stderr()
+    );
+    let row = db.row("G-SCR-STALE").unwrap();
+    assert_eq!(row.state, State::Done);
+    assert_eq!(row.rsp_code.as_deref(), Some("0000"));
+    assert_eq!(bookings(&core, "G-SCR-STALE"), 1, "resolve never POSTs");
+}
+
+#[test]
+fn the_lock_is_on_the_ledger_the_tool_opens_however_it_was_named() {
+    let core = coresim(&["--slow-ms", "3000"]);
+    // `a` is what LEDGER_DB says in one crontab; `b` is the ledger actually used.
+    let a = Db::new();
+    let b = Db::new();
+    let m = msg("G-SCR-ROUTE", 1700, "SLOW: holds the lock a while");
+    insert_row(
+        &b,
+        "G-SCR-ROUTE",
+        "FAILED",
+        Some("E902"),
+        Some(&m),
+        1,
+        "-1 minute",
+    );
+    let (a_path, b_path, url) = (a.arg().to_string(), b.arg().to_string(), core.url());
+    let first = std::thread::spawn(move || {
+        run_script(
+            "reprocess.sh",
+            &["--db", &b_path],
+            &[("LEDGER_DB", &a_path), ("CORE_URL", &url)],
+        )
+    });
+    // Claimed (FAILED -> SENT): the tool runs, so the wrapper holds its lock, and the
+    // core takes 3 s to answer.
+    assert!(
+        eventually(Duration::from_secs(20), || b.state("G-SCR-ROUTE")
+            == Some(State::Sent)),
+        "the first run did not start"
+    );
+
+    let url = core.url();
+    let refused = |args: &[&str], env: &[(&str, &str)]| {
+        let mut env = env.to_vec();
+        env.push(("CORE_URL", &url));
+        let run = run_script("reprocess.sh", args, &env);
+        run.expect_code(EXIT_LOCKED);
+        assert_eq!(run.stdout(), "", "the tool did not run");
+        assert!(
+            run.stderr().contains("another run holds"),
+            "{}",
+            run.stderr()
+        );
+    };
+    refused(&[], &[("LEDGER_DB", b.arg())]);
+    refused(&[], &[("LEDGER_DB", a.arg()), ("REPROCESS_DB", b.arg())]);
+    // LEDGER_DB is not needed when --db names the ledger.
+    refused(&[&format!("--db={}", b.arg())], &[]);
+
+    let run = first.join().unwrap();
+    run.expect_code(0);
+    assert!(
+        running_line(&run).contains(&format!("ledger {},", b.arg())),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(b.state("G-SCR-ROUTE"), Some(State::Done));
+    assert_eq!(bookings(&core, "G-SCR-ROUTE"), 1);
+    assert!(sibling(&b, "ledger.db.reprocess.lock").exists());
+    assert!(
+        !sibling(&a, "ledger.db.reprocess.lock").exists(),
+        "no lock next to a ledger the tool did not open"
+    );
+    assert!(
+        !a.path.exists(),
+        "the ledger named by LEDGER_DB was never opened"
+    );
+
+    // The other way round: a run via LEDGER_DB=b holds it, one via --db b waits its turn.
+    let _held = hold_lock(&sibling(&b, "ledger.db.reprocess.lock"));
+    let run = run_script(
+        "reprocess.sh",
+        &["--db", b.arg()],
+        &[("LEDGER_DB", a.arg()), ("CORE_URL", &core.url())],
+    );
+    run.expect_code(EXIT_LOCKED);
+    assert_eq!(run.stdout(), "");
+}
+
+#[test]
+fn a_failing_flock_is_a_fatal_error_not_a_held_lock() {
+    let db = Db::new();
+    insert_row(
+        &db,
+        "G-SCR-FLOCK",
+        "DONE",
+        Some("0000"),
+        None,
+        1,
+        "-100 days",
+    );
+    // A flock(1) that fails for a reason of its own (one without -E, say), exit 1 or 64.
+    let fake = tempfile::tempdir().unwrap();
+    let path = format!(
+        "{}:{}",
+        fake.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for code in [1, 64] {
+        let flock = fake.path().join("flock");
+        std::fs::write(
+            &flock,
+            format!("#!/bin/sh\necho \"flock: invalid option -- 'E'\" >&2\nexit {code}\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&flock, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let run = run_script("purge.sh", &[], &[("LEDGER_DB", db.arg()), ("PATH", &path)]);
+        run.expect_code(1);
+        let err = run.stderr();
+        assert!(
+            err.contains(&format!("failed (exit {code})")) && err.contains("invalid option"),
+            "says flock failed, with its message:\n{err}"
+        );
+        assert!(!err.contains("another run holds"), "{err}");
+        assert_stamped(&run);
+        assert_eq!(run.stdout(), "", "the tool did not run");
+        assert_eq!(db.state("G-SCR-FLOCK"), Some(State::Done));
+    }
+}
+
+#[test]
+fn purge_days_0_is_refused_unless_force_is_passed() {
+    let db = Db::new();
+    insert_row(
+        &db,
+        "G-SCR-ZERO",
+        "DONE",
+        Some("0000"),
+        None,
+        1,
+        "-1 minute",
+    );
+    for days in ["0", "00"] {
+        let run = run_script(
+            "purge.sh",
+            &[],
+            &[("LEDGER_DB", db.arg()), ("PURGE_DAYS", days)],
+        );
+        run.expect_code(2);
+        assert!(run.stderr().contains("PURGE_DAYS"), "{}", run.stderr());
+        assert!(run.stderr().contains("--force"), "{}", run.stderr());
+        assert!(!run.stderr().contains(": running "), "{}", run.stderr());
+        assert_stamped(&run);
+        assert_eq!(db.state("G-SCR-ZERO"), Some(State::Done), "nothing purged");
+    }
+
+    // Meant: --force on the command line lets 0 through (and the tool accepts it).
+    let run = run_script(
+        "purge.sh",
+        &["--force"],
+        &[("LEDGER_DB", db.arg()), ("PURGE_DAYS", "0")],
+    );
+    run.expect_code(0);
+    assert!(running_line(&run).contains("days 0"), "{}", run.stderr());
+    assert!(db.row("G-SCR-ZERO").is_none());
+}
+
+#[test]
+fn timeout_variables_reach_the_tool_and_empty_ones_count_as_unset() {
+    // A core that accepts connections and never answers: only the read timeout ends a call.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    let cases = [
+        (
+            "resolve.sh",
+            "RESOLVE_CONNECT_TIMEOUT_MS",
+            "RESOLVE_READ_TIMEOUT_MS",
+            "UNKNOWN",
+            Some("E901"),
+        ),
+        (
+            "reprocess.sh",
+            "REPROCESS_CONNECT_TIMEOUT_MS",
+            "REPROCESS_READ_TIMEOUT_MS",
+            "FAILED",
+            Some("E902"),
+        ),
+    ];
+    for (name, connect_var, read_var, state, rsp_code) in cases {
+        let db = Db::new();
+        let guid = format!("G-SCR-TMO-{}", &name[..3].to_uppercase());
+        let m = msg(&guid, 1900, "silent core");
+        insert_row(&db, &guid, state, rsp_code, Some(&m), 1, "-1 hour");
+        let started = Instant::now();
+        let run = run_script(
+            name,
+            &[],
+            &[
+                ("LEDGER_DB", db.arg()),
+                ("CORE_URL", &silent_url),
+                (connect_var, ""),
+                (read_var, "300"),
+            ],
+        );
+        let took = started.elapsed();
+        run.expect_code(3);
+        assert!(
+            running_line(&run).contains("read-timeout-ms 300"),
+            "{}",
+            run.stderr()
+        );
+        assert!(
+            took < Duration::from_secs(4),
+            "{name}: {read_var}=300 must bound the call (the default is 5000 ms), took {took:?}"
+        );
+        assert_eq!(
+            db.state(&guid),
+            Some(State::Unknown),
+            "{name}: the core may have it"
+        );
     }
 }
 

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    let ledger = Ledger::open_existing(&args.db)?;
+    let ledger = Ledger::open_read_only(&args.db)?;
     let rows = match &args.guid {
         Some(g) => ledger.get(g)?.into_iter().collect(),
         None => ledger.all_rows()?,

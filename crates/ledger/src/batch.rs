@@ -2,11 +2,14 @@
 //! `reprocess` resends only what the ledger proves was never sent, `purge` forgets finished
 //! rows. Each row is handled on its own: one odd row is reported and skipped, never fatal.
 
+use std::fmt;
+
 use log::{info, warn};
 use serde::Serialize;
 
 use crate::core_client::{CoreClient, Inquiry};
-use crate::store::{Ledger, LedgerError, Row, State};
+use crate::state::{Change, Row, State};
+use crate::store::{Ledger, LedgerError, PURGE_CHUNK};
 use crate::transfer::send_and_record;
 use crate::wire::{self, Transfer};
 
@@ -124,13 +127,103 @@ pub fn resolve_candidates(
     Ok(rows)
 }
 
+/// Why `resolve` stopped before changing any row.
+#[derive(Debug)]
+pub enum ResolveError {
+    Ledger(LedgerError),
+    /// The canary inquiry did not answer 200. `not_found`: the core (or whatever answers at
+    /// this `--core` URL) says it never booked a transfer the ledger says it booked, so its
+    /// 404s prove nothing; otherwise the inquiry failed (core down, a proxy's page).
+    Canary {
+        guid: String,
+        why: String,
+        not_found: bool,
+    },
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResolveError::Ledger(e) => e.fmt(f),
+            ResolveError::Canary {
+                guid,
+                why,
+                not_found: true,
+            } => write!(
+                f,
+                "canary inquiry: GUID {guid} is booked (DONE/0000 in the ledger) but {why}; \
+                 --core does not look like the core that booked it (path, environment?): no \
+                 row changed"
+            ),
+            ResolveError::Canary { guid, why, .. } => write!(
+                f,
+                "canary inquiry about booked GUID {guid} failed ({why}): the core cannot be \
+                 trusted to answer inquiries right now; no row changed"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ResolveError {}
+
+impl ResolveError {
+    /// 1 when the settings look wrong (a ledger error, a core that does not know our
+    /// bookings); 3 when the core just could not answer now and a later run may do the work.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ResolveError::Canary {
+                not_found: false, ..
+            } => EXIT_LEFT,
+            _ => EXIT_FATAL,
+        }
+    }
+}
+
+impl From<LedgerError> for ResolveError {
+    fn from(e: LedgerError) -> Self {
+        ResolveError::Ledger(e)
+    }
+}
+
+/// How many of the newest bookings the canary looks through for one whose GUID it may put in
+/// a URL (a hand-made row may hold anything).
+const CANARY_CANDIDATES: usize = 20;
+
+/// Before any row is settled: the most recent GUID the ledger holds as booked (DONE/0000)
+/// must be known to the core (inquiry answers 200). `Ok(None)`: the ledger has no booking
+/// yet, so there is nothing to check against (the caller warns).
+pub fn canary(ledger: &Ledger, core: &CoreClient) -> Result<Option<String>, ResolveError> {
+    let Some(row) = ledger
+        .recent_bookings(CANARY_CANDIDATES)?
+        .into_iter()
+        .find(|r| wire::valid_guid(r.guid.as_bytes()))
+    else {
+        return Ok(None);
+    };
+    let (why, not_found) = match core.inquire(&row.guid) {
+        Inquiry::Booked(_) => return Ok(Some(row.guid)),
+        Inquiry::NotFound => ("the inquiry answered 404 (never booked)".to_string(), true),
+        Inquiry::Error(why) => (why, false),
+    };
+    Err(ResolveError::Canary {
+        guid: row.guid,
+        why,
+        not_found,
+    })
+}
+
 /// Settles UNKNOWN (and, with `stale_sent`, orphaned SENT) rows by inquiry. Never POSTs.
+/// Every settlement names the state and the attempt it leaves, so a row that moved on (a
+/// reprocess re-claimed it) is never settled by an inquiry about its earlier attempt.
 pub fn resolve(
     ledger: &Ledger,
     core: &CoreClient,
     min_age_secs: u64,
     stale_sent: Option<u64>,
-) -> Result<ResolveSummary, LedgerError> {
+) -> Result<ResolveSummary, ResolveError> {
+    if canary(ledger, core)?.is_none() {
+        warn!("no booked transfer (DONE/0000) in the ledger to check the core's inquiry with");
+    }
     let mut sum = ResolveSummary::default();
     for row in resolve_candidates(ledger, min_age_secs, stale_sent)? {
         sum.examined += 1;
@@ -144,19 +237,9 @@ pub fn resolve(
                 continue;
             }
         };
-        let (to, code, reply, counter) = match core.inquire(&row.guid) {
-            Inquiry::Booked(body) => (
-                State::Done,
-                wire::OK,
-                wire::reply_to(req, &wire::OK, Some(&body)),
-                &mut sum.done,
-            ),
-            Inquiry::NotFound => (
-                State::Failed,
-                wire::E_NOT_SENT,
-                wire::reply_to(req, &wire::E_NOT_SENT, None),
-                &mut sum.failed,
-            ),
+        let (to, code, body, counter) = match core.inquire(&row.guid) {
+            Inquiry::Booked(body) => (State::Done, wire::OK, Some(body), &mut sum.done),
+            Inquiry::NotFound => (State::Failed, wire::E_NOT_SENT, None, &mut sum.failed),
             Inquiry::Error(why) if from == State::Sent => {
                 warn!(
                     "guid={} inquiry failed, SENT moves to UNKNOWN: {why}",
@@ -165,7 +248,7 @@ pub fn resolve(
                 (
                     State::Unknown,
                     wire::E_UNKNOWN,
-                    wire::reply_to(req, &wire::E_UNKNOWN, None),
+                    None,
                     &mut sum.sent_to_unknown,
                 )
             }
@@ -176,10 +259,17 @@ pub fn resolve(
                 continue;
             }
         };
-        let code = std::str::from_utf8(&code).expect("ASCII code");
-        match ledger.transition(&row.guid, from, to, code, &reply) {
+        let change = Change {
+            guid: row.guid.clone(),
+            from,
+            attempt: row.attempts,
+            to,
+            code,
+            response: wire::reply_to(req, &code, body.as_ref()),
+        };
+        match ledger.transition(&change) {
             Ok(true) => {
-                info!("guid={} {from} -> {to} ({code})", row.guid);
+                info!("guid={} {from} -> {to} ({})", row.guid, change.code_str());
                 *counter += 1;
                 if to == State::Unknown {
                     sum.unsettled.push(row.guid.clone());
@@ -271,9 +361,9 @@ pub fn reprocess(
                 continue;
             }
         };
-        match ledger.reclaim_for_resend(&row.guid, max_attempts) {
-            Ok(true) => {}
-            Ok(false) => {
+        let attempt = match ledger.reclaim_for_resend(&row.guid, max_attempts) {
+            Ok(Some(attempt)) => attempt,
+            Ok(None) => {
                 info!(
                     "guid={} was claimed by another writer; left to it",
                     row.guid
@@ -287,9 +377,9 @@ pub fn reprocess(
                 sum.unsettled.push(row.guid.clone());
                 continue;
             }
-        }
+        };
         sum.sent += 1;
-        let handled = send_and_record(ledger, core, &t, req);
+        let handled = send_and_record(ledger, core, &t, req, attempt);
         let code = String::from_utf8_lossy(&handled.code);
         info!("guid={} resent: {code}", row.guid);
         match handled.state {
@@ -312,6 +402,8 @@ pub fn reprocess(
 pub struct PurgeSummary {
     pub days: u64,
     pub deleted: usize,
+    /// Transactions it took, each deleting at most `PURGE_CHUNK` rows.
+    pub chunks: usize,
 }
 
 impl Report for PurgeSummary {
@@ -327,11 +419,21 @@ impl Report for PurgeSummary {
     }
 }
 
+/// Deletes DONE rows older than `days` in chunks of `PURGE_CHUNK`, each its own short
+/// transaction, so that the relay's claims and results never wait behind one long DELETE.
 pub fn purge(ledger: &Ledger, days: u64) -> Result<PurgeSummary, LedgerError> {
-    Ok(PurgeSummary {
+    let mut sum = PurgeSummary {
         days,
-        deleted: ledger.purge(days)?,
-    })
+        ..PurgeSummary::default()
+    };
+    loop {
+        let n = ledger.purge_chunk(days, PURGE_CHUNK)?;
+        sum.deleted += n;
+        sum.chunks += 1;
+        if n < PURGE_CHUNK {
+            return Ok(sum);
+        }
+    }
 }
 
 /// What `--dry-run` prints: the rows, then a line saying nothing was done.

@@ -1,22 +1,22 @@
 //! The HTTP client to the core (contract §3) and the classification of its failures.
 //!
 //! The whole safety of the relay rests on one split: `NotSent` only where the request
-//! provably never left this process (name resolution failed, connection refused, connect
-//! timed out), and `Unknown` for everything else, because the core may have booked it.
+//! provably never left this process (the name did not resolve, the socket could not be
+//! created or connected: see `pre_send`), and `Unknown` for everything else, because the
+//! core may have booked it.
 
 use std::fmt;
-use std::io;
-use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use ureq::Error;
 use ureq::http::Uri;
-use ureq::{Error, Timeout};
 
+use crate::pre_send::{self, MarkingConnector, MarkingResolver};
 use crate::wire::{self, BOOKING_BODY_LEN, Code, TX_TRNF, Transfer};
 
 /// Idle keep-alive connections kept to the core, and for how long.
-const MAX_IDLE: usize = 1024;
+pub const MAX_IDLE: usize = 256;
 const MAX_IDLE_AGE: Duration = Duration::from_secs(2);
 
 /// Largest core answer we read; anything longer is not a booking and is cut (→ unknown).
@@ -84,31 +84,47 @@ struct RejectionJson {
 pub struct CoreClient {
     agent: ureq::Agent,
     base: String,
-    /// `host:port`, resolved by us before each call so that a name that does not resolve is
-    /// known for certain to be "not sent" (ureq reports it as an uncategorised I/O error).
-    authority: String,
+    deadline: Duration,
 }
 
 impl CoreClient {
-    /// `connect` bounds establishing the TCP connection; `read` bounds each later phase
-    /// (sending, waiting for the answer, reading its body). There is no global timeout: it
-    /// would not tell which phase failed.
+    /// `connect` bounds the name lookup and establishing the connection; `read` bounds each
+    /// later phase (sending, waiting for the answer, reading its body); and the whole call,
+    /// from lookup to the last byte, is bounded by `connect + read` (its `deadline`), so that
+    /// how long a send can be in flight is a number the other tools can rely on. Which phase
+    /// failed is known from where the error came from (`pre_send`), not from the timeout.
     pub fn new(
         base_url: &str,
         connect: Duration,
         read: Duration,
     ) -> Result<CoreClient, BadCoreUrl> {
+        Self::with_connector(base_url, connect, read, MarkingConnector::default())
+    }
+
+    fn with_connector<C>(
+        base_url: &str,
+        connect: Duration,
+        read: Duration,
+        connector: MarkingConnector<C>,
+    ) -> Result<CoreClient, BadCoreUrl>
+    where
+        MarkingConnector<C>: ureq::unversioned::transport::Connector<()>,
+    {
         let bad = |why: &str| BadCoreUrl(format!("core URL {base_url:?}: {why}"));
         let uri: Uri = base_url.parse().map_err(|e| bad(&format!("{e}")))?;
         if uri.scheme_str() != Some("http") {
             return Err(bad("only http:// is supported"));
         }
-        let host = uri.host().ok_or_else(|| bad("no host"))?;
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(bad("no host"));
+        }
         if uri.query().is_some() {
             return Err(bad("a query string is not allowed"));
         }
-        let authority = format!("{host}:{}", uri.port_u16().unwrap_or(80));
+        let deadline = connect + read;
         let config = ureq::Agent::config_builder()
+            .timeout_global(Some(deadline))
+            .timeout_resolve(Some(connect))
             .timeout_connect(Some(connect))
             .timeout_send_request(Some(read))
             .timeout_send_body(Some(read))
@@ -127,17 +143,19 @@ impl CoreClient {
             .max_idle_age(MAX_IDLE_AGE)
             .build();
         Ok(CoreClient {
-            agent: config.into(),
+            agent: ureq::Agent::with_parts(config, connector, MarkingResolver::default()),
             base: base_url.trim_end_matches('/').to_string(),
-            authority,
+            deadline,
         })
+    }
+
+    /// The longest a call can take, name lookup to last byte: connect + read timeout.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
     }
 
     /// POSTs a transfer once. Never retried here or by ureq.
     pub fn post_transfer(&self, t: &Transfer) -> Outcome {
-        if let Err(e) = self.authority.to_socket_addrs() {
-            return Outcome::NotSent(format!("cannot resolve {}: {e}", self.authority));
-        }
         let body = TransferJson {
             guid: &t.guid,
             tx_code: TX_TRNF,
@@ -185,32 +203,36 @@ impl CoreClient {
             Err(e) => return Inquiry::Error(format!("inquiry failed: {e}")),
         };
         let status = resp.status().as_u16();
-        if status == 404 {
-            return Inquiry::NotFound;
-        }
-        if status != 200 {
+        if status != 200 && status != 404 {
             return Inquiry::Error(format!("inquiry answered HTTP {status}"));
         }
-        match resp.body_mut().with_config().limit(MAX_BODY).read_to_vec() {
-            Ok(text) => match booking(&text, guid) {
-                Ok(body) => Inquiry::Booked(body),
-                Err(why) => Inquiry::Error(format!("inquiry answered 200 but {why}")),
-            },
-            Err(e) => Inquiry::Error(format!("inquiry body not read: {e}")),
+        let text = match resp.body_mut().with_config().limit(MAX_BODY).read_to_vec() {
+            Ok(text) => text,
+            Err(e) => return Inquiry::Error(format!("inquiry body not read: {e}")),
+        };
+        if status == 404 {
+            // Proof of "never booked" only from the core itself: its 404 carries a JSON
+            // object. A proxy's or load balancer's 404 page (or an empty body) is not it.
+            return match serde_json::from_slice::<serde_json::Value>(&text) {
+                Ok(serde_json::Value::Object(_)) => Inquiry::NotFound,
+                _ => Inquiry::Error(
+                    "inquiry answered 404 without the core's JSON body (a proxy's page?)".into(),
+                ),
+            };
+        }
+        match booking(&text, guid) {
+            Ok(body) => Inquiry::Booked(body),
+            Err(why) => Inquiry::Error(format!("inquiry answered 200 but {why}")),
         }
     }
 }
 
-/// Only failures that happen before a connection exists are `NotSent`.
+/// Only a failure before any request byte was written (marked by the resolver or the
+/// connector) is `NotSent`; every other failure may have reached the core.
 fn classify(e: &Error) -> Outcome {
-    match e {
-        Error::Io(io) if io.kind() == io::ErrorKind::ConnectionRefused => {
-            Outcome::NotSent(format!("connection refused: {io}"))
-        }
-        Error::Timeout(Timeout::Connect | Timeout::Resolve) | Error::HostNotFound => {
-            Outcome::NotSent(format!("no connection: {e}"))
-        }
-        _ => Outcome::Unknown(format!("after connecting: {e}")),
+    match pre_send::pre_send(e) {
+        Some(why) => Outcome::NotSent(why.to_string()),
+        None => Outcome::Unknown(format!("after connecting: {e}")),
     }
 }
 
@@ -249,9 +271,11 @@ fn rejection(text: &[u8]) -> Result<Code, String> {
 mod tests {
     //! Each failure shape against a tiny server that misbehaves in exactly one way.
     use super::*;
-    use std::io::{Read, Write};
+    use std::io::{self, Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::thread;
+    use ureq::Timeout;
+    use ureq::unversioned::transport::{ConnectionDetails, Connector, Transport};
 
     fn transfer() -> Transfer {
         Transfer {
@@ -449,7 +473,10 @@ mod tests {
             c(json_response("200 OK", BOOKING)),
             Inquiry::Booked(_)
         ));
-        assert_eq!(c(json_response("404 Not Found", "{}")), Inquiry::NotFound);
+        assert_eq!(
+            c(json_response("404 Not Found", r#"{"code":"N404"}"#)),
+            Inquiry::NotFound
+        );
         assert!(matches!(
             c(json_response("500 Oops", "{}")),
             Inquiry::Error(_)
@@ -465,24 +492,104 @@ mod tests {
     }
 
     #[test]
-    fn classification_by_phase() {
+    fn a_404_that_is_not_the_cores_json_proves_nothing() {
+        let c = |raw| client(&answer(raw)).inquire("G1");
+        for raw in [
+            "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: 22\r\nConnection: close\r\n\r\n<h1>404 Not Found</h1>",
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            json_response("404 Not Found", "[]"),
+            json_response("404 Not Found", "\"gone\""),
+        ] {
+            assert!(matches!(c(raw), Inquiry::Error(_)), "{raw}");
+        }
+    }
+
+    #[test]
+    fn only_marked_errors_are_not_sent() {
         let not_sent = |e: Error| matches!(classify(&e), Outcome::NotSent(_));
-        assert!(not_sent(Error::Timeout(Timeout::Connect)));
-        assert!(not_sent(Error::Timeout(Timeout::Resolve)));
-        assert!(not_sent(Error::HostNotFound));
-        assert!(not_sent(Error::Io(io::ErrorKind::ConnectionRefused.into())));
         for e in [
+            Error::Timeout(Timeout::Connect),
             Error::Timeout(Timeout::SendRequest),
             Error::Timeout(Timeout::RecvResponse),
             Error::Timeout(Timeout::RecvBody),
             Error::Timeout(Timeout::Global),
+            Error::Io(io::ErrorKind::ConnectionRefused.into()),
             Error::Io(io::ErrorKind::ConnectionReset.into()),
             Error::Io(io::ErrorKind::UnexpectedEof.into()),
             Error::Io(io::Error::other("uncategorised")),
             Error::ConnectionFailed,
+            Error::HostNotFound,
         ] {
-            assert!(!not_sent(e));
+            assert!(!not_sent(e), "an unmarked error may have left");
         }
+    }
+
+    /// A connector that fails the way `socket(2)` does when the process is out of file
+    /// descriptors: nothing was created, so nothing can have been sent.
+    #[derive(Debug)]
+    struct OutOfDescriptors;
+
+    impl Connector<()> for OutOfDescriptors {
+        type Out = Box<dyn Transport>;
+        fn connect(
+            &self,
+            _: &ConnectionDetails,
+            _: Option<()>,
+        ) -> Result<Option<Self::Out>, Error> {
+            Err(Error::Io(io::Error::from_raw_os_error(libc::EMFILE)))
+        }
+    }
+
+    #[test]
+    fn a_socket_that_cannot_be_created_is_not_sent() {
+        let c = CoreClient::with_connector(
+            "http://127.0.0.1:9",
+            Duration::from_millis(500),
+            Duration::from_millis(500),
+            MarkingConnector(OutOfDescriptors),
+        )
+        .unwrap();
+        let o = c.post_transfer(&transfer());
+        assert!(
+            matches!(&o, Outcome::NotSent(why) if why.contains("connect")),
+            "{o:?}"
+        );
+    }
+
+    #[test]
+    fn the_whole_call_is_bounded_by_connect_plus_read() {
+        // Each phase finishes within the read timeout (headers in 0.9 s, then the body in
+        // 0.9 s, a booking in the end), but the call as a whole takes longer than
+        // connect + read (1.1 s): it must end there, as UNKNOWN, not as a late booking.
+        let url = serve(move |mut s| {
+            read_request(&mut s);
+            let drip = |s: &mut TcpStream, parts: &[&[u8]]| {
+                for p in parts {
+                    if s.write_all(p).is_err() {
+                        return;
+                    }
+                    thread::sleep(Duration::from_millis(900 / parts.len() as u64));
+                }
+            };
+            drip(
+                &mut s,
+                &[b"HTTP/1.1 200 OK\r\n", b"X-A: 1\r\n", b"X-B: 1\r\n"],
+            );
+            let head = format!("Content-Length: {}\r\n\r\n", BOOKING.len());
+            let (a, b) = BOOKING.as_bytes().split_at(BOOKING.len() / 2);
+            drip(&mut s, &[head.as_bytes(), a, b]);
+        });
+        let c = CoreClient::new(
+            &url,
+            Duration::from_millis(100),
+            Duration::from_millis(1000),
+        )
+        .unwrap();
+        let started = std::time::Instant::now();
+        let o = c.post_transfer(&transfer());
+        let took = started.elapsed();
+        assert!(is_unknown(&o), "{o:?} after {took:?}");
+        assert!(took < Duration::from_millis(1500), "took {took:?}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, BufReader, Read, Write};
-use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
-use crate::core_client::{BadCoreUrl, CoreClient};
-use crate::store::{GroupCommit, LedgerError};
+use crate::core_client::{self, BadCoreUrl, CoreClient};
+use crate::error::LedgerError;
+use crate::group_commit::{self, GroupCommit};
 use crate::transfer;
 use crate::wire::{self, PREFIX_LEN};
 
@@ -33,13 +34,24 @@ pub struct Config {
     pub frame_timeout: Duration,
     pub idle_timeout: Duration,
     pub max_connections: usize,
+    /// Connections one source IP may hold at once, so that one peer cannot lock out the rest.
+    pub max_connections_per_peer: usize,
 }
 
 #[derive(Debug)]
 pub enum StartError {
     Ledger(LedgerError),
     Core(BadCoreUrl),
-    Bind { addr: String, source: io::Error },
+    Bind {
+        addr: String,
+        source: io::Error,
+    },
+    /// `--max-connections` does not fit in the file descriptors the process may open.
+    Descriptors {
+        max_connections: usize,
+        needed: u64,
+        limit: u64,
+    },
 }
 
 impl fmt::Display for StartError {
@@ -48,6 +60,16 @@ impl fmt::Display for StartError {
             StartError::Ledger(e) => e.fmt(f),
             StartError::Core(e) => e.fmt(f),
             StartError::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
+            StartError::Descriptors {
+                max_connections,
+                needed,
+                limit,
+            } => write!(
+                f,
+                "--max-connections {max_connections} needs about {needed} file descriptors \
+                 (channel and core sockets, ledger files), but the process may open only \
+                 {limit} (ulimit -n, hard limit): raise the limit or lower --max-connections"
+            ),
         }
     }
 }
@@ -62,17 +84,19 @@ struct Shared {
     /// Signalled whenever a connection ends, for the shutdown's wait.
     conn_ended: Condvar,
     refused: AtomicU64,
+    refused_peer: AtomicU64,
     /// Set (only) while holding `conns`, so that no connection registers unseen after a
     /// shutdown has begun; read without the lock on the hot path.
     stopping: AtomicBool,
 }
 
 /// The open channel connections, kept so that a shutdown can wake the threads that sit in
-/// `read`.
+/// `read`, and counted per source IP.
 #[derive(Default)]
 struct Conns {
     next_id: u64,
-    open: HashMap<u64, TcpStream>,
+    open: HashMap<u64, Arc<TcpStream>>,
+    per_peer: HashMap<IpAddr, usize>,
 }
 
 impl Shared {
@@ -119,6 +143,7 @@ impl Relay {
     /// Opens the ledger, checks the core URL and binds, so that every configuration error
     /// shows before the `listening on` line.
     pub fn start(db: &Path, config: Config) -> Result<Relay, StartError> {
+        raise_descriptor_limit(config.max_connections)?;
         let store = GroupCommit::open(db).map_err(StartError::Ledger)?;
         let core = CoreClient::new(
             &config.core_url,
@@ -140,6 +165,7 @@ impl Relay {
                 conns: Mutex::default(),
                 conn_ended: Condvar::new(),
                 refused: AtomicU64::new(0),
+                refused_peer: AtomicU64::new(0),
                 stopping: AtomicBool::new(false),
             }),
         })
@@ -191,54 +217,146 @@ impl Relay {
     }
 
     fn admit(&self, stream: TcpStream) {
-        let shared = &self.shared;
-        let id = {
-            let mut conns = shared.conns();
-            if shared.stopping() {
-                return;
-            }
-            let max = shared.config.max_connections;
-            if conns.open.len() >= max {
-                drop(conns);
-                let n = shared.refused.fetch_add(1, Ordering::Relaxed) + 1;
-                warn!("connection limit {max} reached: closed a new connection ({n} so far)");
-                return;
-            }
-            let Ok(clone) = stream.try_clone() else {
-                return;
-            };
-            conns.next_id += 1;
-            let id = conns.next_id;
-            conns.open.insert(id, clone);
-            id
+        let Ok(peer) = stream.peer_addr() else {
+            return; // already gone
         };
-        let end = {
-            let shared = Arc::clone(shared);
-            move || {
-                shared.conns().open.remove(&id);
-                shared.conn_ended.notify_all();
-            }
+        let Some(slot) = Slot::take(&self.shared, peer.ip(), stream) else {
+            return;
         };
-        let worker = Arc::clone(shared);
         let spawned = thread::Builder::new()
             .name("conn".into())
             .stack_size(CONNECTION_STACK)
             .spawn(move || {
-                let peer = stream
-                    .peer_addr()
-                    .map(|a| a.to_string())
-                    .unwrap_or_default();
-                if let Err(e) = serve_connection(&worker, stream) {
+                // The slot is freed when this closure ends, however it ends (a panic
+                // included), or when it is dropped unrun because the thread did not start.
+                if let Err(e) = serve_connection(&slot.shared, &slot.stream) {
                     info!("connection {peer} closed: {e}");
                 }
-                end();
             });
         if let Err(e) = spawned {
             warn!("cannot start a connection thread: {e}");
-            shared.conns().open.remove(&id);
-            shared.conn_ended.notify_all();
         }
     }
+}
+
+/// A connection's place among the open ones; gives it back when dropped.
+struct Slot {
+    shared: Arc<Shared>,
+    id: u64,
+    peer: IpAddr,
+    stream: Arc<TcpStream>,
+}
+
+impl Slot {
+    /// Registers `stream`, or refuses it (it is then closed) when the relay is stopping or a
+    /// limit is reached; refusals are counted in the log.
+    fn take(shared: &Arc<Shared>, peer: IpAddr, stream: TcpStream) -> Option<Slot> {
+        let mut conns = shared.conns();
+        if shared.stopping() {
+            return None;
+        }
+        let max = shared.config.max_connections;
+        if conns.open.len() >= max {
+            drop(conns);
+            let n = shared.refused.fetch_add(1, Ordering::Relaxed) + 1;
+            warn!("connection limit {max} reached: closed a new connection ({n} so far)");
+            return None;
+        }
+        let per_peer = conns.per_peer.get(&peer).copied().unwrap_or(0);
+        let max_peer = shared.config.max_connections_per_peer;
+        if per_peer >= max_peer {
+            drop(conns);
+            let n = shared.refused_peer.fetch_add(1, Ordering::Relaxed) + 1;
+            warn!(
+                "per-peer connection limit {max_peer} reached for {peer}: closed a new \
+                 connection ({n} so far)"
+            );
+            return None;
+        }
+        let stream = Arc::new(stream);
+        conns.next_id += 1;
+        let id = conns.next_id;
+        conns.open.insert(id, Arc::clone(&stream));
+        *conns.per_peer.entry(peer).or_default() += 1;
+        Some(Slot {
+            shared: Arc::clone(shared),
+            id,
+            peer,
+            stream,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut conns = self.shared.conns();
+        conns.open.remove(&self.id);
+        if let Some(n) = conns.per_peer.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                conns.per_peer.remove(&self.peer);
+            }
+        }
+        drop(conns);
+        self.shared.conn_ended.notify_all();
+    }
+}
+
+/// File descriptors the relay may need: per channel connection its socket and one core
+/// socket in flight; the core's idle keep-alive sockets; the ledger's connections (three
+/// files each: database, WAL, shared memory); and a margin for the listener, stdio, logs and
+/// signal handling.
+pub fn descriptors_needed(max_connections: usize) -> u64 {
+    let c = max_connections as u64;
+    let idle_core = c.min(core_client::MAX_IDLE as u64);
+    let ledger = 3 * (group_commit::POOL_MAX as u64 + 1);
+    2 * c + idle_core + ledger + 64
+}
+
+/// Raises the soft limit on open files to the hard limit (the usual soft limit, 1024, is
+/// the default of `--max-connections` alone), and refuses to start if what
+/// `max_connections` needs does not fit.
+fn raise_descriptor_limit(max_connections: usize) -> Result<(), StartError> {
+    let needed = descriptors_needed(max_connections);
+    let limit = raise_nofile();
+    if limit < needed {
+        return Err(StartError::Descriptors {
+            max_connections,
+            needed,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// Sets RLIMIT_NOFILE's soft limit to its hard limit; returns the soft limit in force.
+#[cfg(unix)]
+fn raise_nofile() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return u64::MAX; // cannot tell: do not refuse on a guess
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
+#[cfg(not(unix))]
+fn raise_nofile() -> u64 {
+    u64::MAX
 }
 
 /// Pending connections the kernel queues before `accept` (it caps this at somaxconn).
@@ -296,13 +414,13 @@ fn is_timeout(e: &io::Error) -> bool {
     )
 }
 
-fn serve_connection(shared: &Shared, stream: TcpStream) -> Result<(), ConnEnd> {
+fn serve_connection(shared: &Shared, stream: &TcpStream) -> Result<(), ConnEnd> {
     let cfg = &shared.config;
     let _ = stream.set_nodelay(true);
     stream
         .set_write_timeout(Some(cfg.frame_timeout))
         .map_err(ConnEnd::Io)?;
-    let mut writer = stream.try_clone().map_err(ConnEnd::Io)?;
+    let mut writer = stream;
     let mut reader = BufReader::new(stream);
     while let Some(msg) = read_frame(&mut reader, cfg.idle_timeout, cfg.frame_timeout)? {
         let started = Instant::now();
@@ -327,7 +445,7 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> Result<(), ConnEnd> {
 /// Reads one frame. `Ok(None)`: the channel closed cleanly between frames. The idle timeout
 /// runs until a frame's first byte; from then on the whole frame has `frame_timeout`.
 fn read_frame(
-    r: &mut BufReader<TcpStream>,
+    r: &mut BufReader<&TcpStream>,
     idle: Duration,
     frame: Duration,
 ) -> Result<Option<Vec<u8>>, ConnEnd> {
@@ -354,7 +472,11 @@ fn read_frame(
     Ok(Some(msg))
 }
 
-fn read_by(r: &mut BufReader<TcpStream>, buf: &mut [u8], deadline: Instant) -> Result<(), ConnEnd> {
+fn read_by(
+    r: &mut BufReader<&TcpStream>,
+    buf: &mut [u8],
+    deadline: Instant,
+) -> Result<(), ConnEnd> {
     let mut filled = 0;
     while filled < buf.len() {
         if r.buffer().is_empty() {

@@ -1,17 +1,18 @@
-//! The ledger: schema, states and every state change. All SQL of the project lives here.
+//! The SQLite ledger: schema, and every state change and selection as SQL. All SQL of the
+//! project lives here.
 //!
 //! Every transition is ONE statement whose WHERE clause names the state it leaves; its row
 //! count says whether it happened. Nothing here reads a row to decide a write: two threads
 //! (or two processes) racing for the same GUID are arbitrated by SQLite, not by us.
 
-use std::fmt;
-use std::path::{Path, PathBuf};
-use std::str::FromStr;
-use std::sync::Mutex;
+use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, params};
+
+pub use crate::error::{LedgerError, Result};
+pub use crate::state::{Change, Row, State};
 
 /// The schema file at the repository root, built into every binary.
 pub const SCHEMA: &str = include_str!("../../../schema.sql");
@@ -26,63 +27,26 @@ const CLAIM_NEW: &str = "\
     ON CONFLICT (guid) DO NOTHING";
 const RECLAIM_FAILED: &str = "\
     UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
-    WHERE guid = ?1 AND state = 'FAILED' AND request = ?2";
+    WHERE guid = ?1 AND state = 'FAILED' AND request = ?2 \
+    RETURNING attempts";
 const RECLAIM_FOR_RESEND: &str = "\
     UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
-    WHERE guid = ?1 AND state = 'FAILED' AND rsp_code = 'E902' AND attempts < ?2";
+    WHERE guid = ?1 AND state = 'FAILED' AND rsp_code = 'E902' AND attempts < ?2 \
+    RETURNING attempts";
 const TRANSITION: &str = "\
     UPDATE tx SET state = ?3, rsp_code = ?4, response = ?5, updated_at = datetime('now') \
-    WHERE guid = ?1 AND state = ?2";
+    WHERE guid = ?1 AND state = ?2 AND (?6 IS NULL OR attempts = ?6)";
+/// purge deletes at most this many rows per transaction, so that the write lock is never
+/// held long enough for a claim or a result to wait out its busy timeout.
+pub const PURGE_CHUNK: usize = 1000;
+const PURGE_CHUNK_SQL: &str = "\
+    DELETE FROM tx WHERE guid IN ( \
+        SELECT guid FROM tx WHERE state = 'DONE' AND updated_at < datetime('now', ?1) \
+        ORDER BY updated_at LIMIT ?2) \
+    AND state = 'DONE' AND updated_at < datetime('now', ?1)";
 
 /// How long a statement waits for another writer before giving up (then: E905).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The life of a GUID in the ledger. `RECEIVED` is never written by our tools but is part of
-/// the contract's schema (another tool may insert it), and is treated like `SENT`: in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum State {
-    Received,
-    Sent,
-    Done,
-    Unknown,
-    Failed,
-}
-
-impl State {
-    pub const ALL: [State; 5] = [
-        State::Received,
-        State::Sent,
-        State::Done,
-        State::Unknown,
-        State::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Received => "RECEIVED",
-            State::Sent => "SENT",
-            State::Done => "DONE",
-            State::Unknown => "UNKNOWN",
-            State::Failed => "FAILED",
-        }
-    }
-}
-
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for State {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        State::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| format!("unknown ledger state {s:?}"))
-    }
-}
 
 impl ToSql for State {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
@@ -95,82 +59,6 @@ impl FromSql for State {
         let s = value.as_str()?;
         s.parse().map_err(|e: String| FromSqlError::Other(e.into()))
     }
-}
-
-/// Errors of the ledger, typed so that callers can tell "cannot open" from "statement failed".
-#[derive(Debug)]
-pub enum LedgerError {
-    /// The file could not be created, opened or prepared.
-    Open {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
-    /// A batch tool was pointed at a file that does not exist (a mistyped --db would
-    /// otherwise create an empty ledger and report that nothing needed doing).
-    Missing(PathBuf),
-    /// A pragma the durability of claims depends on did not take effect.
-    Pragma {
-        path: PathBuf,
-        pragma: &'static str,
-        got: String,
-    },
-    /// A statement failed (busy past the timeout, disk full, read-only file, ...).
-    Sql(rusqlite::Error),
-    /// A write gathered by the `Writer` was not committed.
-    Writer(String),
-}
-
-impl fmt::Display for LedgerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LedgerError::Open { path, source } => {
-                write!(f, "cannot open ledger {}: {source}", path.display())
-            }
-            LedgerError::Pragma { path, pragma, got } => write!(
-                f,
-                "ledger {}: cannot set {pragma} (SQLite answered {got:?})",
-                path.display()
-            ),
-            LedgerError::Missing(path) => write!(
-                f,
-                "ledger {} does not exist (the relay creates it; check --db)",
-                path.display()
-            ),
-            LedgerError::Sql(e) => write!(f, "ledger statement failed: {e}"),
-            LedgerError::Writer(msg) => write!(f, "ledger write failed: {msg}"),
-        }
-    }
-}
-
-impl std::error::Error for LedgerError {
-    /// None: `Display` already says the cause, and error chains printed in one line (anyhow's
-    /// `{:#}`) would say it twice.
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        None
-    }
-}
-
-impl From<rusqlite::Error> for LedgerError {
-    fn from(e: rusqlite::Error) -> Self {
-        LedgerError::Sql(e)
-    }
-}
-
-pub type Result<T> = std::result::Result<T, LedgerError>;
-
-/// One ledger row as stored. Every column but guid, state and updated_at may be NULL in a
-/// row inserted by hand, so they are `Option`s, and values of an unexpected SQL type are
-/// read leniently (text as bytes, bytes as text) rather than failing the whole query.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
-    pub guid: String,
-    pub tx_code: Option<String>,
-    pub state: State,
-    pub rsp_code: Option<String>,
-    pub request: Option<Vec<u8>>,
-    pub response: Option<Vec<u8>>,
-    pub attempts: Option<i64>,
-    pub updated_at: String,
 }
 
 const ROW_COLUMNS: &str = "guid, tx_code, state, rsp_code, request, response, attempts, updated_at";
@@ -188,6 +76,21 @@ fn lenient_bytes(v: ValueRef<'_>) -> Option<Vec<u8>> {
     match v {
         ValueRef::Text(b) | ValueRef::Blob(b) => Some(b.to_vec()),
         _ => None,
+    }
+}
+
+/// What a connection's durability rests on, as SQLite reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Durability {
+    pub journal_mode: String,
+    /// `PRAGMA synchronous`: 2 is FULL.
+    pub synchronous: i64,
+}
+
+impl Durability {
+    /// WAL with `synchronous=FULL`: a commit is on disk before it returns.
+    pub fn is_full_wal(&self) -> bool {
+        self.journal_mode.eq_ignore_ascii_case("wal") && self.synchronous >= 2
     }
 }
 
@@ -218,10 +121,26 @@ pub struct Ledger {
 impl Ledger {
     /// Opens a ledger that must already exist: for the tools that work on the relay's ledger.
     pub fn open_existing(path: &Path) -> Result<Ledger> {
-        if !path.exists() {
+        if !plain_path(path)?.exists() {
             return Err(LedgerError::Missing(path.to_path_buf()));
         }
         Ledger::open(path)
+    }
+
+    /// Opens an existing ledger read-only, as it is: no pragma, no schema change (`inspect`).
+    pub fn open_read_only(path: &Path) -> Result<Ledger> {
+        if !plain_path(path)?.exists() {
+            return Err(LedgerError::Missing(path.to_path_buf()));
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|source| LedgerError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Ledger { conn })
     }
 
     /// Opens (creating if needed) the ledger at `path`, sets and verifies WAL and
@@ -231,13 +150,12 @@ impl Ledger {
             path: path.to_path_buf(),
             source,
         };
-        create_private(path);
+        create_private(plain_path(path)?);
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX
-                | OpenFlags::SQLITE_OPEN_URI,
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
@@ -268,7 +186,19 @@ impl Ledger {
         Ok(Ledger { conn })
     }
 
-    /// Step 1 of the relay: the GUID is ours iff this inserts the row. Durable on return.
+    /// What this connection's durability rests on.
+    pub fn durability(&self) -> Result<Durability> {
+        Ok(Durability {
+            journal_mode: self
+                .conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))?,
+            synchronous: self
+                .conn
+                .query_row("PRAGMA synchronous", [], |r| r.get(0))?,
+        })
+    }
+
+    /// Step 1 of the relay: the GUID is ours iff this inserts the row (attempt 1).
     pub fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
         let n = self
             .conn
@@ -279,39 +209,39 @@ impl Ledger {
 
     /// The relay's re-claim of a GUID whose earlier send provably never left, for the very
     /// request stored with it (the row was read before; this makes the read irrelevant).
-    pub fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<bool> {
-        let n = self
-            .conn
-            .prepare_cached(RECLAIM_FAILED)?
-            .execute(params![guid, request])?;
-        Ok(n == 1)
+    /// Returns the attempt claimed, if the row was ours to claim.
+    pub fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {
+        self.claim_returning(RECLAIM_FAILED, params![guid, request])
     }
 
     /// reprocess's re-claim: the same move, but only for rows its selection rule admits, so
     /// that a row changed since it was listed (or listed by a buggy caller) is never resent.
-    pub fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<bool> {
-        let n = self
-            .conn
-            .prepare_cached(RECLAIM_FOR_RESEND)?
-            .execute(params![guid, max_attempts])?;
-        Ok(n == 1)
+    pub fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
+        self.claim_returning(RECLAIM_FOR_RESEND, params![guid, max_attempts])
     }
 
-    /// Moves `guid` from `from` to `to` with its result code and reply, iff it is still in
-    /// `from`. Used for the relay's result (from SENT) and resolve's settlements (from UNKNOWN,
-    /// or from SENT with --stale-sent).
-    pub fn transition(
-        &self,
-        guid: &str,
-        from: State,
-        to: State,
-        rsp_code: &str,
-        response: &[u8],
-    ) -> Result<bool> {
-        let n = self
+    /// A guarded UPDATE with `RETURNING attempts`: a row back means the claim was won (SQLite
+    /// makes the whole change in the first step).
+    fn claim_returning(&self, sql: &str, p: impl rusqlite::Params) -> Result<Option<i64>> {
+        Ok(self
             .conn
-            .prepare_cached(TRANSITION)?
-            .execute(params![guid, from, to, rsp_code, response])?;
+            .prepare_cached(sql)?
+            .query_row(p, |r| r.get::<_, i64>(0))
+            .optional()?)
+    }
+
+    /// Makes `change` iff the row is still in its `from` state (and on its attempt, when it
+    /// names one). Used for the relay's result (from SENT) and resolve's settlements (from
+    /// UNKNOWN, or from SENT with --stale-sent).
+    pub fn transition(&self, c: &Change) -> Result<bool> {
+        let n = self.conn.prepare_cached(TRANSITION)?.execute(params![
+            c.guid,
+            c.from,
+            c.to,
+            c.code_str(),
+            c.response,
+            c.attempt
+        ])?;
         Ok(n == 1)
     }
 
@@ -355,12 +285,23 @@ impl Ledger {
         self.rows(&sql, params![age_modifier(days, "days")])
     }
 
-    /// Deletes DONE rows older than `days`; no other state is ever deleted.
-    pub fn purge(&self, days: u64) -> Result<usize> {
-        Ok(self.conn.execute(
-            "DELETE FROM tx WHERE state = 'DONE' AND updated_at < datetime('now', ?1)",
-            params![age_modifier(days, "days")],
-        )?)
+    /// Deletes at most `limit` DONE rows older than `days`, in one short transaction; no
+    /// other state is ever deleted. Returns how many went.
+    pub fn purge_chunk(&self, days: u64, limit: usize) -> Result<usize> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        Ok(self
+            .conn
+            .prepare_cached(PURGE_CHUNK_SQL)?
+            .execute(params![age_modifier(days, "days"), limit])?)
+    }
+
+    /// The most recent DONE/0000 rows, newest first: `resolve`'s canary candidates.
+    pub fn recent_bookings(&self, limit: usize) -> Result<Vec<Row>> {
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM tx WHERE state = 'DONE' AND rsp_code = '0000' \
+             ORDER BY updated_at DESC, guid DESC LIMIT ?1"
+        );
+        self.rows(&sql, params![i64::try_from(limit).unwrap_or(i64::MAX)])
     }
 
     /// Every row, oldest change first (for `inspect`; ledgers are kept small by purge).
@@ -395,6 +336,15 @@ fn age_modifier(n: u64, unit: &str) -> String {
     format!("-{n} {unit}")
 }
 
+/// `path`, refused if it is an SQLite URI (`file:...`): URI parameters such as `nolock=1`,
+/// `immutable=1` or `vfs=` could quietly weaken how claims are arbitrated.
+fn plain_path(path: &Path) -> Result<&Path> {
+    if path.to_string_lossy().starts_with("file:") {
+        return Err(LedgerError::NotAPath(path.display().to_string()));
+    }
+    Ok(path)
+}
+
 /// Creates a new ledger file readable by its owner only: it holds account numbers and
 /// amounts. SQLite gives the -wal and -shm files the same mode. An existing file is left as
 /// it is; any error here resurfaces, with a better message, when SQLite opens the path.
@@ -427,21 +377,16 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     })
 }
 
-/// What handling a transfer needs of the ledger: reading a GUID's row and the three guarded
+/// What handling a transfer needs of the ledger: reading a GUID's row and the guarded
 /// writes. `Ledger` does it all on one connection (the batch tools); `GroupCommit` reads on
 /// pooled connections and gathers writes of many threads into one commit (the relay).
 pub trait Store {
     fn read(&self, guid: &str) -> Result<Option<Row>>;
+    /// True iff this inserted the row: the caller owns attempt 1.
     fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool>;
-    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<bool>;
-    fn transition(
-        &self,
-        guid: &str,
-        from: State,
-        to: State,
-        rsp_code: &str,
-        response: &[u8],
-    ) -> Result<bool>;
+    /// The attempt the caller now owns, if the guarded UPDATE changed the row.
+    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>>;
+    fn transition(&self, change: &Change) -> Result<bool>;
 }
 
 impl Store for Ledger {
@@ -451,250 +396,11 @@ impl Store for Ledger {
     fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
         Ledger::claim_new(self, guid, tx_code, request)
     }
-    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<bool> {
+    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {
         Ledger::reclaim_failed(self, guid, request)
     }
-    fn transition(
-        &self,
-        guid: &str,
-        from: State,
-        to: State,
-        rsp_code: &str,
-        response: &[u8],
-    ) -> Result<bool> {
-        Ledger::transition(self, guid, from, to, rsp_code, response)
-    }
-}
-
-/// One write waiting for the writer thread.
-enum Op {
-    Claim {
-        guid: String,
-        tx_code: String,
-        request: Vec<u8>,
-    },
-    ReclaimFailed {
-        guid: String,
-        request: Vec<u8>,
-    },
-    Transition {
-        guid: String,
-        from: State,
-        to: State,
-        rsp_code: String,
-        response: Vec<u8>,
-    },
-}
-
-impl Op {
-    fn run(&self, l: &Ledger) -> Result<bool> {
-        match self {
-            Op::Claim {
-                guid,
-                tx_code,
-                request,
-            } => l.claim_new(guid, tx_code, request),
-            Op::ReclaimFailed { guid, request } => l.reclaim_failed(guid, request),
-            Op::Transition {
-                guid,
-                from,
-                to,
-                rsp_code,
-                response,
-            } => l.transition(guid, *from, *to, rsp_code, response),
-        }
-    }
-}
-
-type Reply = std::sync::mpsc::SyncSender<Result<bool>>;
-
-/// Most statements one commit carries; bounds how long the first waiter waits for the rest.
-const MAX_BATCH: usize = 1024;
-
-/// Group commit: one thread owns the ledger's write connection and runs the writes of many
-/// connection threads in one transaction and one fsync. Each write is still its own guarded
-/// statement whose row count decides, and each waiting thread is released only after the
-/// commit that holds its statement. Batches form by themselves: whatever queued while the
-/// previous commit was syncing goes into the next one.
-pub struct Writer {
-    queue: std::sync::mpsc::Sender<(Op, Reply)>,
-}
-
-impl Writer {
-    /// Opens the write connection and starts the writer thread; it ends when the `Writer`
-    /// is dropped.
-    pub fn start(path: &Path) -> Result<Writer> {
-        let ledger = Ledger::open(path)?;
-        let (tx, rx) = std::sync::mpsc::channel::<(Op, Reply)>();
-        std::thread::Builder::new()
-            .name("ledger-writer".into())
-            .spawn(move || {
-                while let Ok(first) = rx.recv() {
-                    let mut batch = vec![first];
-                    while batch.len() < MAX_BATCH {
-                        match rx.try_recv() {
-                            Ok(job) => batch.push(job),
-                            Err(_) => break,
-                        }
-                    }
-                    let ops: Vec<&Op> = batch.iter().map(|(op, _)| op).collect();
-                    let results = run_batch(&ledger, &ops);
-                    for ((_, reply), result) in batch.into_iter().zip(results) {
-                        let _ = reply.send(result);
-                    }
-                }
-            })
-            .map_err(|e| LedgerError::Writer(format!("cannot start the writer thread: {e}")))?;
-        Ok(Writer { queue: tx })
-    }
-
-    fn submit(&self, op: Op) -> Result<bool> {
-        let (reply, answer) = std::sync::mpsc::sync_channel(1);
-        if self.queue.send((op, reply)).is_err() {
-            return Err(writer_gone());
-        }
-        answer.recv().unwrap_or_else(|_| Err(writer_gone()))
-    }
-}
-
-fn writer_gone() -> LedgerError {
-    LedgerError::Writer("the writer thread has stopped".into())
-}
-
-/// Runs `ops` in one transaction. A statement's own error fails only that statement, unless
-/// SQLite rolled the whole transaction back (busy, I/O, full disk): then, as when the commit
-/// fails, every statement of the batch fails, since none of them is durable.
-fn run_batch(l: &Ledger, ops: &[&Op]) -> Vec<Result<bool>> {
-    let conn = l.connection();
-    let all_fail = |e: &dyn fmt::Display| {
-        let msg = format!("transaction not committed: {e}");
-        ops.iter()
-            .map(|_| Err(LedgerError::Writer(msg.clone())))
-            .collect()
-    };
-    let run = |sql| conn.prepare_cached(sql).and_then(|mut st| st.execute([]));
-    if let Err(e) = run("BEGIN IMMEDIATE") {
-        return all_fail(&e);
-    }
-    let mut results = Vec::with_capacity(ops.len());
-    for op in ops {
-        let r = op.run(l);
-        if let Err(e) = &r
-            && conn.is_autocommit()
-        {
-            return all_fail(e);
-        }
-        results.push(r);
-    }
-    if let Err(e) = run("COMMIT") {
-        let _ = conn.execute_batch("ROLLBACK");
-        return all_fail(&e);
-    }
-    results
-}
-
-/// The relay's store: reads never queue behind writes, writes share commits.
-pub struct GroupCommit {
-    writer: Writer,
-    reads: Pool,
-}
-
-impl GroupCommit {
-    pub fn open(path: &Path) -> Result<GroupCommit> {
-        Ok(GroupCommit {
-            reads: Pool::open(path)?,
-            writer: Writer::start(path)?,
-        })
-    }
-}
-
-impl Store for GroupCommit {
-    fn read(&self, guid: &str) -> Result<Option<Row>> {
-        self.reads.get()?.get(guid)
-    }
-    fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
-        self.writer.submit(Op::Claim {
-            guid: guid.to_string(),
-            tx_code: tx_code.to_string(),
-            request: request.to_vec(),
-        })
-    }
-    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<bool> {
-        self.writer.submit(Op::ReclaimFailed {
-            guid: guid.to_string(),
-            request: request.to_vec(),
-        })
-    }
-    fn transition(
-        &self,
-        guid: &str,
-        from: State,
-        to: State,
-        rsp_code: &str,
-        response: &[u8],
-    ) -> Result<bool> {
-        self.writer.submit(Op::Transition {
-            guid: guid.to_string(),
-            from,
-            to,
-            rsp_code: rsp_code.to_string(),
-            response: response.to_vec(),
-        })
-    }
-}
-
-/// Ledger connections shared by the relay's connection threads: each request borrows one
-/// and gives it back, so a thousand idle channel connections do not hold a thousand files.
-pub struct Pool {
-    path: PathBuf,
-    idle: Mutex<Vec<Ledger>>,
-}
-
-impl Pool {
-    /// Opens one connection at once, so that a bad path or pragma fails at start-up.
-    pub fn open(path: &Path) -> Result<Pool> {
-        let first = Ledger::open(path)?;
-        Ok(Pool {
-            path: path.to_path_buf(),
-            idle: Mutex::new(vec![first]),
-        })
-    }
-
-    pub fn get(&self) -> Result<Pooled<'_>> {
-        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let ledger = match idle {
-            Some(l) => l,
-            None => Ledger::open(&self.path)?,
-        };
-        Ok(Pooled {
-            pool: self,
-            ledger: Some(ledger),
-        })
-    }
-}
-
-/// A borrowed connection; returns to the pool when dropped.
-pub struct Pooled<'a> {
-    pool: &'a Pool,
-    ledger: Option<Ledger>,
-}
-
-impl std::ops::Deref for Pooled<'_> {
-    type Target = Ledger;
-    fn deref(&self) -> &Ledger {
-        self.ledger.as_ref().expect("present until drop")
-    }
-}
-
-impl Drop for Pooled<'_> {
-    fn drop(&mut self) {
-        if let Some(l) = self.ledger.take() {
-            self.pool
-                .idle
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(l);
-        }
+    fn transition(&self, change: &Change) -> Result<bool> {
+        Ledger::transition(self, change)
     }
 }
 
@@ -706,6 +412,84 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let l = Ledger::open(&dir.path().join("l.db")).unwrap();
         (dir, l)
+    }
+
+    #[test]
+    fn purge_deletes_in_bounded_chunks_and_only_old_done_rows() {
+        let (_d, l) = temp();
+        l.connection()
+            .execute_batch(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 25)
+                 INSERT INTO tx (guid, state, rsp_code, updated_at)
+                 SELECT 'D' || i, 'DONE', '0000', datetime('now', '-40 days') FROM n;
+                 INSERT INTO tx (guid, state, updated_at) VALUES
+                 ('U', 'UNKNOWN', datetime('now', '-400 days')),
+                 ('F', 'FAILED', datetime('now', '-400 days')),
+                 ('S', 'SENT', datetime('now', '-400 days')),
+                 ('D-new', 'DONE', datetime('now', '-1 days'));",
+            )
+            .unwrap();
+        assert_eq!(l.purge_chunk(30, 10).unwrap(), 10);
+        assert_eq!(l.purge_chunk(30, 10).unwrap(), 10);
+        assert_eq!(l.purge_chunk(30, 10).unwrap(), 5);
+        assert_eq!(l.purge_chunk(30, 10).unwrap(), 0);
+        let left: i64 = l
+            .connection()
+            .query_row("SELECT count(*) FROM tx", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 4);
+    }
+
+    #[test]
+    fn an_sqlite_uri_is_refused_as_a_ledger_path() {
+        let dir = tempfile::tempdir().unwrap();
+        for db in [
+            "file:l.db?nolock=1",
+            "file:l.db?immutable=1",
+            "file:l.db?vfs=unix-none",
+        ] {
+            let p = dir.path().join(db);
+            // Relative, as an operator would type it; joined paths keep the prefix.
+            for path in [Path::new(db), p.as_path()] {
+                let e = Ledger::open(path).err();
+                if path.is_relative() {
+                    assert!(matches!(e, Some(LedgerError::NotAPath(_))), "{db}: {e:?}");
+                }
+            }
+            assert!(matches!(
+                Ledger::open_existing(Path::new(db)).err(),
+                Some(LedgerError::NotAPath(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn read_only_open_changes_nothing_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("hand.db");
+        {
+            // A ledger made by hand from the contract's columns: rollback journal, no index,
+            // user_version 0.
+            let c = Connection::open(&p).unwrap();
+            c.execute_batch(
+                "CREATE TABLE tx (guid TEXT PRIMARY KEY, tx_code TEXT, state TEXT NOT NULL,
+                 rsp_code TEXT, request BLOB, response BLOB, attempts INTEGER NOT NULL DEFAULT 0,
+                 updated_at TEXT NOT NULL DEFAULT (datetime('now')));
+                 INSERT INTO tx (guid, state) VALUES ('H', 'UNKNOWN');",
+            )
+            .unwrap();
+        }
+        let before = std::fs::read(&p).unwrap();
+        let l = Ledger::open_read_only(&p).unwrap();
+        assert_eq!(l.get("H").unwrap().unwrap().state, State::Unknown);
+        assert_eq!(l.count_by_state().unwrap(), vec![(State::Unknown, 1)]);
+        assert!(l.claim_new("G", "TRNF", b"x").is_err(), "read-only");
+        drop(l);
+        assert_eq!(std::fs::read(&p).unwrap(), before, "file unchanged");
+        assert!(
+            !dir.path().join("hand.db-wal").exists(),
+            "not switched to WAL"
+        );
     }
 
     #[test]
@@ -739,34 +523,70 @@ mod tests {
         }
     }
 
+    fn change(guid: &str, from: State, attempt: Option<i64>, to: State, code: &[u8; 4]) -> Change {
+        Change {
+            guid: guid.into(),
+            from,
+            attempt,
+            to,
+            code: *code,
+            response: b"r".to_vec(),
+        }
+    }
+
     #[test]
     fn claim_once_then_transitions_are_guarded() {
         let (_d, l) = temp();
         assert!(l.claim_new("G1", "TRNF", b"req").unwrap());
         assert!(!l.claim_new("G1", "TRNF", b"req").unwrap());
-        assert!(
-            !l.reclaim_failed("G1", b"req").unwrap(),
+        assert_eq!(
+            l.reclaim_failed("G1", b"req").unwrap(),
+            None,
             "SENT is not FAILED"
         );
         assert!(
-            l.transition("G1", State::Sent, State::Failed, "E902", b"r")
+            l.transition(&change("G1", State::Sent, Some(1), State::Failed, b"E902"))
                 .unwrap()
         );
         assert!(
-            !l.transition("G1", State::Sent, State::Done, "0000", b"x")
+            !l.transition(&change("G1", State::Sent, Some(1), State::Done, b"0000"))
                 .unwrap(),
             "left SENT already"
         );
-        assert!(
-            !l.reclaim_failed("G1", b"other").unwrap(),
+        assert_eq!(
+            l.reclaim_failed("G1", b"other").unwrap(),
+            None,
             "another request"
         );
-        assert!(l.reclaim_failed("G1", b"req").unwrap());
-        assert!(!l.reclaim_failed("G1", b"req").unwrap());
+        assert_eq!(l.reclaim_failed("G1", b"req").unwrap(), Some(2));
+        assert_eq!(l.reclaim_failed("G1", b"req").unwrap(), None);
         let row = l.get("G1").unwrap().unwrap();
         assert_eq!(row.state, State::Sent);
         assert_eq!(row.attempts, Some(2));
         assert_eq!(row.request.as_deref(), Some(&b"req"[..]));
+    }
+
+    /// A result names the claim it belongs to: attempt 1's late result cannot land on the
+    /// row while attempt 2 holds it.
+    #[test]
+    fn a_late_result_never_lands_on_a_later_claim() {
+        let (_d, l) = temp();
+        assert!(l.claim_new("G1", "TRNF", b"req").unwrap());
+        // resolve --stale-sent settled attempt 1 by a 404 while its POST was still on its way.
+        assert!(
+            l.transition(&change("G1", State::Sent, Some(1), State::Failed, b"E902"))
+                .unwrap()
+        );
+        assert_eq!(l.reclaim_failed("G1", b"req").unwrap(), Some(2));
+        assert!(
+            !l.transition(&change("G1", State::Sent, Some(1), State::Done, b"0000"))
+                .unwrap(),
+            "attempt 1's result must not land on attempt 2's claim"
+        );
+        assert!(
+            l.transition(&change("G1", State::Sent, Some(2), State::Done, b"0000"))
+                .unwrap()
+        );
     }
 
     #[test]
@@ -779,10 +599,10 @@ mod tests {
                  ('D','UNKNOWN','E902',1);",
             )
             .unwrap();
-        assert!(l.reclaim_for_resend("A", 3).unwrap());
-        assert!(!l.reclaim_for_resend("B", 3).unwrap());
-        assert!(!l.reclaim_for_resend("C", 3).unwrap());
-        assert!(!l.reclaim_for_resend("D", 3).unwrap());
+        assert_eq!(l.reclaim_for_resend("A", 3).unwrap(), Some(2));
+        assert_eq!(l.reclaim_for_resend("B", 3).unwrap(), None);
+        assert_eq!(l.reclaim_for_resend("C", 3).unwrap(), None);
+        assert_eq!(l.reclaim_for_resend("D", 3).unwrap(), None);
     }
 
     #[test]
@@ -815,8 +635,8 @@ mod tests {
             Vec::<String>::new()
         );
         assert_eq!(guids(l.select_purgeable(7).unwrap()), ["D-old"]);
-        assert_eq!(l.purge(7).unwrap(), 1);
-        assert_eq!(l.purge(7).unwrap(), 0);
+        assert_eq!(l.purge_chunk(7, 10).unwrap(), 1);
+        assert_eq!(l.purge_chunk(7, 10).unwrap(), 0);
         assert!(l.get("U-ancient").unwrap().is_some());
         assert!(l.get("F-ancient").unwrap().is_some());
     }

@@ -1,11 +1,31 @@
 //! What happens to one transfer request (contract §5, steps 1–3): claim the GUID, or answer
 //! from its row; call the core only when the claim was ours; record the result.
 
+use std::time::{Duration, Instant};
+
 use log::warn;
 
 use crate::core_client::{CoreClient, Outcome};
-use crate::store::{Row, State, Store};
+use crate::state::{Change, Row, State};
+use crate::store::{BUSY_TIMEOUT, Store};
 use crate::wire::{self, Code, TX_TRNF, Transfer};
+
+/// How long after its core call the relay keeps retrying a result it could not write (the
+/// ledger locked by a long transaction, say) before it gives up with E901, row SENT.
+pub const RECORD_WINDOW: Duration = Duration::from_secs(10);
+
+/// The longest core call the relay accepts (`--connect-timeout-ms` + `--read-timeout-ms`).
+pub const MAX_CORE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// `resolve --stale-sent` refuses anything shorter: a SENT row this old has certainly been
+/// given up by its relay, whose claim lives at most a core call, the record window and one
+/// last busy wait.
+pub const STALE_SENT_FLOOR: Duration = Duration::from_secs(60);
+
+const _: () = assert!(
+    MAX_CORE_DEADLINE.as_secs() + RECORD_WINDOW.as_secs() + BUSY_TIMEOUT.as_secs()
+        < STALE_SENT_FLOOR.as_secs()
+);
 
 /// The answer to one request, with what the relay logs about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +39,16 @@ pub struct Handled {
 }
 
 impl Handled {
+    /// The answer of a change that was made: the reply it stored.
+    fn recorded(c: Change) -> Handled {
+        Handled {
+            guid: c.guid,
+            reply: c.response,
+            code: c.code,
+            state: Some(c.to),
+        }
+    }
+
     fn short(guid: &str, request: &[u8], code: Code, state: Option<State>) -> Handled {
         Handled {
             guid: guid.to_string(),
@@ -56,7 +86,9 @@ pub fn handle(store: &impl Store, core: &CoreClient, msg: &[u8]) -> Handled {
     for _ in 0..MAX_ROUNDS {
         let claimed = match store.read(&t.guid) {
             Err(e) => return ledger_error("read", &e),
-            Ok(None) => store.claim_new(&t.guid, TX_TRNF, msg),
+            Ok(None) => store
+                .claim_new(&t.guid, TX_TRNF, msg)
+                .map(|won| won.then_some(1)),
             Ok(Some(row)) => match answer_from_row(&row, msg) {
                 Some(answer) => return answer,
                 // FAILED: the earlier send provably never left, so it may go now, if we win it.
@@ -64,8 +96,8 @@ pub fn handle(store: &impl Store, core: &CoreClient, msg: &[u8]) -> Handled {
             },
         };
         match claimed {
-            Ok(true) => return send_and_record(store, core, &t, msg),
-            Ok(false) => continue,
+            Ok(Some(attempt)) => return send_and_record(store, core, &t, msg, attempt),
+            Ok(None) => continue,
             Err(e) => return ledger_error("write", &e),
         }
     }
@@ -103,9 +135,17 @@ fn stored_code(reply: &[u8]) -> Code {
         .unwrap_or(*b"????")
 }
 
-/// Sends a transfer whose GUID this caller has just claimed (its row is SENT and ours), and
-/// records the result from SENT. Shared by the relay and `reprocess`.
-pub fn send_and_record(store: &impl Store, core: &CoreClient, t: &Transfer, msg: &[u8]) -> Handled {
+/// Sends a transfer whose GUID this caller has just claimed (its row is SENT on `attempt`,
+/// ours), and records the result from SENT on that attempt. Shared by the relay and
+/// `reprocess`.
+pub fn send_and_record(
+    store: &impl Store,
+    core: &CoreClient,
+    t: &Transfer,
+    msg: &[u8],
+    attempt: i64,
+) -> Handled {
+    let record_by = Instant::now() + core.deadline() + RECORD_WINDOW;
     let outcome = core.post_transfer(t);
     let (state, code, body) = match &outcome {
         Outcome::Booked(body) => (State::Done, wire::OK, Some(body)),
@@ -119,36 +159,113 @@ pub fn send_and_record(store: &impl Store, core: &CoreClient, t: &Transfer, msg:
             (State::Unknown, wire::E_UNKNOWN, None)
         }
     };
-    let reply = wire::reply_to(msg, &code, body);
-    let code_str = std::str::from_utf8(&code).expect("codes are ASCII");
-    match store.transition(&t.guid, State::Sent, state, code_str, &reply) {
-        Ok(true) => Handled {
-            guid: t.guid.clone(),
-            reply,
-            code,
-            state: Some(state),
-        },
-        Ok(false) => {
-            // Someone settled the row while we waited (resolve --stale-sent): the ledger is
-            // the truth the channel will see on resend, so answer from it or say "unknown".
-            warn!(
-                "guid={} was settled by another writer during the call",
-                t.guid
-            );
-            match store.read(&t.guid) {
-                Ok(Some(row)) if row.state == State::Done && row.response.is_some() => {
-                    answer_from_row(&row, msg)
-                        .unwrap_or_else(|| Handled::short(&t.guid, msg, wire::E_UNKNOWN, None))
-                }
-                _ => Handled::short(&t.guid, msg, wire::E_UNKNOWN, None),
-            }
-        }
+    let change = Change {
+        guid: t.guid.clone(),
+        from: State::Sent,
+        attempt: Some(attempt),
+        to: state,
+        code,
+        response: wire::reply_to(msg, &code, body),
+    };
+    match record(store, &change, record_by) {
+        Ok(true) => Handled::recorded(change),
+        Ok(false) => after_miss(store, msg, change),
         Err(e) => {
             warn!(
-                "guid={} core answered {code_str} but the result cannot be recorded: {e}",
-                t.guid
+                "guid={} core answered {} but the result cannot be recorded: {e}",
+                t.guid,
+                change.code_str()
             );
             Handled::short(&t.guid, msg, wire::E_UNKNOWN, Some(State::Sent))
         }
+    }
+}
+
+/// Makes a guarded change, retrying while the ledger fails until `by`: safe, because the
+/// statement names the state and attempt it leaves, so it happens at most once.
+fn record(store: &impl Store, change: &Change, by: Instant) -> crate::error::Result<bool> {
+    let mut pause = Duration::from_millis(20);
+    loop {
+        match store.transition(change) {
+            Err(e) if Instant::now() + pause < by => {
+                warn!(
+                    "guid={} cannot record {} yet, retrying: {e}",
+                    change.guid,
+                    change.code_str()
+                );
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            done => return done,
+        }
+    }
+}
+
+/// The result's change from SENT found the row elsewhere: someone settled it during the
+/// call (`resolve --stale-sent` on a short margin, or an operator). The ledger must never say
+/// "never sent" (FAILED) about a transfer the core may have booked, so a booked or unknown
+/// result moves a FAILED row of the same attempt to DONE or UNKNOWN, and a booked one an
+/// UNKNOWN row to DONE, each by one guarded statement. Then the channel gets what the ledger
+/// says, which is what its resends will get.
+fn after_miss(store: &impl Store, msg: &[u8], change: Change) -> Handled {
+    let guid = change.guid.clone();
+    let row = store.read(&guid).ok().flatten();
+    if let Some(row) = &row
+        && row.attempts == change.attempt
+    {
+        let from = match (row.state, change.to) {
+            (State::Failed, State::Done | State::Unknown) => Some(State::Failed),
+            (State::Unknown, State::Done) => Some(State::Unknown),
+            _ => None,
+        };
+        if let Some(from) = from {
+            let fix = Change { from, ..change };
+            match store.transition(&fix) {
+                Ok(true) => {
+                    warn!(
+                        "guid={guid} attempt {}'s result {} came after the row was moved to \
+                         {from}: moved {from} -> {}",
+                        row.attempts.unwrap_or_default(),
+                        fix.code_str(),
+                        fix.to
+                    );
+                    return Handled::recorded(fix);
+                }
+                Ok(false) => {}
+                Err(e) => warn!("guid={guid} cannot move {from} -> {}: {e}", fix.to),
+            }
+            return answer_after_miss(store, msg, &guid, State::Unknown);
+        }
+    }
+    if let Some(row) = &row
+        && row.attempts > change.attempt
+        && change.to != State::Failed
+    {
+        warn!(
+            "guid={guid} attempt {}'s result {} came after attempt {} claimed the row: the \
+             core may have booked this GUID twice; check with the core",
+            change.attempt.unwrap_or_default(),
+            change.code_str(),
+            row.attempts.unwrap_or_default()
+        );
+    } else {
+        warn!("guid={guid} was settled by another writer during the call");
+    }
+    answer_after_miss(store, msg, &guid, change.to)
+}
+
+/// What the ledger now says about a GUID whose result could not be recorded as it came: the
+/// stored reply of a DONE row, E902 for a FAILED row when the call did not leave either,
+/// E901 otherwise.
+fn answer_after_miss(store: &impl Store, msg: &[u8], guid: &str, ours: State) -> Handled {
+    match store.read(guid) {
+        Ok(Some(row)) if row.state == State::Done && row.response.is_some() => {
+            answer_from_row(&row, msg)
+                .unwrap_or_else(|| Handled::short(guid, msg, wire::E_UNKNOWN, None))
+        }
+        Ok(Some(row)) if row.state == State::Failed && ours == State::Failed => {
+            Handled::short(guid, msg, wire::E_NOT_SENT, Some(State::Failed))
+        }
+        _ => Handled::short(guid, msg, wire::E_UNKNOWN, None),
     }
 }

@@ -43,9 +43,14 @@ pub fn parse_len(prefix: &[u8; PREFIX_LEN]) -> Option<usize> {
     })
 }
 
-/// Prefixes `msg` with its length. Messages are at most 9999 bytes by construction.
+/// Prefixes `msg` with its length. Messages are at most 9999 bytes by construction; a longer
+/// one is a bug, and is stopped here in every build rather than sent with a wrong prefix.
 pub fn frame(msg: &[u8]) -> Vec<u8> {
-    debug_assert!(msg.len() <= 9999);
+    assert!(
+        msg.len() <= 9999,
+        "a message of {} bytes cannot be framed",
+        msg.len()
+    );
     let mut out = Vec::with_capacity(PREFIX_LEN + msg.len());
     out.extend_from_slice(format!("{:04}", msg.len()).as_bytes());
     out.extend_from_slice(msg);
@@ -139,11 +144,19 @@ fn is_guid_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
 }
 
-/// The GUID in a 36-byte field: 1–36 allowed characters, left-aligned, space-padded.
+/// A GUID as the contract allows it: 1–36 of `[0-9A-Za-z._-]`, and not only dots (`.` and
+/// `..` in an inquiry's URL path would be normalised away by servers and proxies).
+pub fn valid_guid(guid: &[u8]) -> bool {
+    (1..=GUID_LEN).contains(&guid.len())
+        && guid.iter().copied().all(is_guid_char)
+        && !guid.iter().all(|&b| b == b'.')
+}
+
+/// The GUID in a 36-byte field: left-aligned, space-padded.
 fn parse_guid(field: &[u8]) -> Option<&str> {
     let len = field.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
     let guid = &field[..len];
-    if guid.is_empty() || !guid.iter().copied().all(is_guid_char) {
+    if !valid_guid(guid) {
         return None;
     }
     std::str::from_utf8(guid).ok()
@@ -211,8 +224,8 @@ impl std::error::Error for EncodeError {}
 /// Builds a request message from its fields, refusing what the relay would answer E900.
 pub fn encode_request(t: &Transfer) -> Result<Vec<u8>, EncodeError> {
     let err = |s: &str| Err(EncodeError(s.to_string()));
-    if t.guid.is_empty() || t.guid.len() > GUID_LEN || !t.guid.bytes().all(is_guid_char) {
-        return err("guid must be 1-36 characters of [0-9A-Za-z._-]");
+    if !valid_guid(t.guid.as_bytes()) {
+        return err("guid must be 1-36 characters of [0-9A-Za-z._-], not only dots");
     }
     for (name, acct) in [
         ("from account", &t.from_account),
@@ -431,6 +444,30 @@ mod tests {
         let memo = "é".repeat(20);
         let m = set(86..126, memo.as_bytes());
         assert_eq!(parse_request(&m).unwrap().memo, memo);
+    }
+
+    #[test]
+    fn a_guid_made_only_of_dots_is_malformed() {
+        for dots in [&b"."[..], b"..", b"...", &[b'.'; 36]] {
+            let mut m = valid();
+            m[5..41].fill(b' ');
+            m[5..5 + dots.len()].copy_from_slice(dots);
+            assert_eq!(
+                rule_of(&m),
+                Rule::Guid,
+                "{:?}",
+                String::from_utf8_lossy(dots)
+            );
+        }
+        for ok in ["a.", ".a", "..-", "_..", "0"] {
+            assert!(valid_guid(ok.as_bytes()), "{ok}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "cannot be framed")]
+    fn frame_refuses_a_message_longer_than_its_prefix_can_say() {
+        frame(&[b'x'; 10_000]);
     }
 
     #[test]

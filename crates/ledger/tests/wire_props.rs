@@ -4,8 +4,9 @@
 use ledger::wire::{self, MAX_AMOUNT, Transfer};
 use proptest::prelude::*;
 
+/// A valid GUID: 1–36 of the allowed characters, not only dots (contract v1.1).
 fn guid() -> impl Strategy<Value = String> {
-    "[0-9A-Za-z._-]{1,36}"
+    "[0-9A-Za-z._-]{1,36}".prop_filter("not only dots", |g| !g.bytes().all(|b| b == b'.'))
 }
 
 fn account() -> impl Strategy<Value = String> {

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 use ledger::Ledger;
 use ledger::batch::{self, DryRun, print_report};
 
@@ -15,9 +16,13 @@ struct Args {
     /// The relay's SQLite ledger.
     #[arg(long, env = "PURGE_DB")]
     db: PathBuf,
-    /// Retention in days.
+    /// Retention in days; must exceed the longest time a channel may resend a GUID (a
+    /// resend after the purge books again). At least 1 unless --force.
     #[arg(long, env = "PURGE_DAYS")]
     days: u64,
+    /// Allow --days 0 (every DONE row, whatever its age).
+    #[arg(long)]
+    force: bool,
     /// List the rows that would be deleted; no write.
     #[arg(long)]
     dry_run: bool,
@@ -28,7 +33,17 @@ struct Args {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    match run(Args::parse()) {
+    let args = Args::parse();
+    if args.days == 0 && !args.force {
+        Args::command()
+            .error(
+                ErrorKind::ValueValidation,
+                "--days 0 deletes every DONE row, and a channel resending one of those GUIDs \
+                 would be booked again; give --days 1 or more (or --force)",
+            )
+            .exit();
+    }
+    match run(args) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
             eprintln!("purge: {e:#}");
@@ -40,8 +55,8 @@ fn main() -> ExitCode {
 fn run(args: Args) -> anyhow::Result<i32> {
     if args.days == 0 {
         eprintln!(
-            "purge: warning: --days 0 deletes every DONE row; a channel resending one of \
-             those GUIDs later would be booked again"
+            "purge: warning: --days 0 --force deletes every DONE row; a channel resending one \
+             of those GUIDs later would be booked again"
         );
     }
     let ledger = Ledger::open_existing(&args.db)?;

@@ -7,8 +7,10 @@ use std::thread;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 use ledger::server::{Config, Relay};
+use ledger::transfer::{MAX_CORE_DEADLINE, STALE_SENT_FLOOR};
 use log::info;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -46,11 +48,41 @@ struct Args {
     #[arg(long, env = "RELAY_MAX_CONNECTIONS", default_value_t = 1024,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: u64,
+    /// Connections one source IP may hold; beyond it, its new connections are closed at once.
+    #[arg(long, env = "RELAY_MAX_CONNECTIONS_PER_PEER", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections_per_peer: u64,
+}
+
+impl Args {
+    /// The core call as a whole is bounded by connect + read timeout; resolve's stale-sent
+    /// floor relies on that bound staying well below it.
+    fn check(self) -> Args {
+        let call =
+            Duration::from_millis(self.connect_timeout_ms.saturating_add(self.read_timeout_ms));
+        if call > MAX_CORE_DEADLINE {
+            Args::command()
+                .error(
+                    ErrorKind::ValueValidation,
+                    format!(
+                        "--connect-timeout-ms {} + --read-timeout-ms {} exceeds {} ms: a core \
+                         call may take at most that long, so that resolve --stale-sent (at \
+                         least {} s) never settles a row whose call is still running",
+                        self.connect_timeout_ms,
+                        self.read_timeout_ms,
+                        MAX_CORE_DEADLINE.as_millis(),
+                        STALE_SENT_FLOOR.as_secs()
+                    ),
+                )
+                .exit();
+        }
+        self
+    }
 }
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    match run(Args::parse()) {
+    match run(Args::parse().check()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("relay: {e:#}");
@@ -68,6 +100,8 @@ fn run(args: Args) -> anyhow::Result<()> {
         frame_timeout: Duration::from_millis(args.frame_timeout_ms),
         idle_timeout: Duration::from_secs(args.idle_timeout_secs),
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        max_connections_per_peer: usize::try_from(args.max_connections_per_peer)
+            .unwrap_or(usize::MAX),
     };
     let relay = Relay::start(&args.db, config).context("cannot start")?;
     let addr = relay

@@ -35,10 +35,12 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// Time allowed to connect to the core; on expiry the row stays FAILED/E902.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "REPROCESS_CONNECT_TIMEOUT_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
     connect_timeout_ms: u64,
     /// Time allowed for each later phase of the call; on expiry the row is UNKNOWN.
-    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "REPROCESS_READ_TIMEOUT_MS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(1..))]
     read_timeout_ms: u64,
 }
 

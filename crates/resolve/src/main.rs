@@ -4,14 +4,28 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Parser;
 use ledger::Ledger;
-use ledger::batch::{self, DryRun, print_report};
+use ledger::batch::{self, DryRun, ResolveError, print_report};
 use ledger::core_client::CoreClient;
+use ledger::transfer::STALE_SENT_FLOOR;
 
 /// Below this, a core still working on a request may answer 404 and be taken at its word.
 const SAFE_MIN_AGE_SECS: u64 = 60;
+
+/// `--stale-sent`: at least the floor, beyond which no relay can still be waiting for the
+/// core on a SENT row.
+fn stale_sent_secs(s: &str) -> Result<u64, String> {
+    let secs: u64 = s.parse().map_err(|e| format!("{e}"))?;
+    let floor = STALE_SENT_FLOOR.as_secs();
+    if secs < floor {
+        return Err(format!(
+            "must be at least {floor} seconds: a relay may still be waiting for the core on a \
+             younger SENT row, and settling it by a 404 could book it twice"
+        ));
+    }
+    Ok(secs)
+}
 
 /// Settles UNKNOWN rows (and, with --stale-sent, orphaned SENT rows) by inquiry at the core.
 #[derive(Parser, Debug)]
@@ -28,8 +42,8 @@ struct Args {
     #[arg(long, env = "RESOLVE_MIN_AGE")]
     min_age: u64,
     /// Also settle SENT rows unchanged for this many seconds (left by a relay that died);
-    /// must exceed the relay's connect + read timeout by a wide margin. Off by default.
-    #[arg(long, env = "RESOLVE_STALE_SENT")]
+    /// at least 60. Off by default, and only from the command line (no environment twin).
+    #[arg(long, value_parser = stale_sent_secs)]
     stale_sent: Option<u64>,
     /// List the rows that would be examined; no inquiry, no write.
     #[arg(long)]
@@ -38,10 +52,12 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// Time allowed to connect to the core.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "RESOLVE_CONNECT_TIMEOUT_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
     connect_timeout_ms: u64,
     /// Time allowed for each later phase of an inquiry.
-    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "RESOLVE_READ_TIMEOUT_MS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(1..))]
     read_timeout_ms: u64,
 }
 
@@ -64,12 +80,10 @@ fn run(args: Args) -> anyhow::Result<i32> {
             args.min_age
         );
     }
-    if let Some(secs) = args.stale_sent
-        && secs < SAFE_MIN_AGE_SECS
-    {
+    if std::env::var_os("RESOLVE_STALE_SENT").is_some() && args.stale_sent.is_none() {
         eprintln!(
-            "resolve: warning: --stale-sent {secs} is under {SAFE_MIN_AGE_SECS} s; a SENT row \
-             whose relay is still waiting for the core could be settled FAILED and resent"
+            "resolve: warning: RESOLVE_STALE_SENT is ignored; SENT rows are settled only with \
+             --stale-sent SECS on the command line"
         );
     }
     let ledger = Ledger::open_existing(&args.db)?;
@@ -87,7 +101,12 @@ fn run(args: Args) -> anyhow::Result<i32> {
             args.json,
         ));
     }
-    let summary = batch::resolve(&ledger, &core, args.min_age, args.stale_sent)
-        .with_context(|| format!("ledger {}", args.db.display()))?;
-    Ok(print_report("resolve", &summary, args.json))
+    match batch::resolve(&ledger, &core, args.min_age, args.stale_sent) {
+        Ok(summary) => Ok(print_report("resolve", &summary, args.json)),
+        Err(e @ ResolveError::Canary { .. }) => {
+            eprintln!("resolve: {e}");
+            Ok(e.exit_code())
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("ledger {}", args.db.display()))),
+    }
 }

@@ -1,0 +1,74 @@
+//! The ledger's errors, typed so that callers can tell "cannot open" from "statement failed".
+
+use std::fmt;
+use std::path::PathBuf;
+
+#[derive(Debug)]
+pub enum LedgerError {
+    /// The file could not be created, opened or prepared.
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    /// A batch tool was pointed at a file that does not exist (a mistyped --db would
+    /// otherwise create an empty ledger and report that nothing needed doing).
+    Missing(PathBuf),
+    /// `--db` was not a plain path (an SQLite URI could weaken locking or durability).
+    NotAPath(String),
+    /// A pragma the durability of claims depends on did not take effect.
+    Pragma {
+        path: PathBuf,
+        pragma: &'static str,
+        got: String,
+    },
+    /// A statement failed (busy past the timeout, disk full, read-only file, ...).
+    Sql(rusqlite::Error),
+    /// A write gathered by the group-commit writer was not committed.
+    Writer(String),
+    /// Every pooled connection stayed busy past the wait.
+    PoolExhausted,
+}
+
+impl fmt::Display for LedgerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LedgerError::Open { path, source } => {
+                write!(f, "cannot open ledger {}: {source}", path.display())
+            }
+            LedgerError::Pragma { path, pragma, got } => write!(
+                f,
+                "ledger {}: cannot set {pragma} (SQLite answered {got:?})",
+                path.display()
+            ),
+            LedgerError::Missing(path) => write!(
+                f,
+                "ledger {} does not exist (the relay creates it; check --db)",
+                path.display()
+            ),
+            LedgerError::NotAPath(db) => write!(
+                f,
+                "ledger {db:?} is an SQLite URI; give a plain file path (URI options such as \
+                 nolock, immutable or vfs could weaken how claims are arbitrated)"
+            ),
+            LedgerError::Sql(e) => write!(f, "ledger statement failed: {e}"),
+            LedgerError::Writer(msg) => write!(f, "ledger write failed: {msg}"),
+            LedgerError::PoolExhausted => f.write_str("no ledger connection became free in time"),
+        }
+    }
+}
+
+impl std::error::Error for LedgerError {
+    /// None: `Display` already says the cause, and error chains printed in one line (anyhow's
+    /// `{:#}`) would say it twice.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        None
+    }
+}
+
+impl From<rusqlite::Error> for LedgerError {
+    fn from(e: rusqlite::Error) -> Self {
+        LedgerError::Sql(e)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, LedgerError>;

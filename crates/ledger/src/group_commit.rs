@@ -1,0 +1,322 @@
+//! The relay's ledger: one writer thread that commits the guarded statements of many
+//! connection threads together (group commit), and a bounded pool of read connections.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::state::{Change, Row};
+use crate::store::{BUSY_TIMEOUT, Durability, Ledger, LedgerError, Result, Store};
+
+/// One write waiting for the writer thread.
+enum Op {
+    Claim {
+        guid: String,
+        tx_code: String,
+        request: Vec<u8>,
+    },
+    ReclaimFailed {
+        guid: String,
+        request: Vec<u8>,
+    },
+    Transition(Change),
+}
+
+/// What a write came to: whether it changed the row and, for a re-claim, the attempt won.
+type Outcome = Result<Option<i64>>;
+
+impl Op {
+    fn run(&self, l: &Ledger) -> Outcome {
+        match self {
+            Op::Claim {
+                guid,
+                tx_code,
+                request,
+            } => Ok(l.claim_new(guid, tx_code, request)?.then_some(1)),
+            Op::ReclaimFailed { guid, request } => l.reclaim_failed(guid, request),
+            Op::Transition(c) => Ok(l.transition(c)?.then_some(0)),
+        }
+    }
+}
+
+type Reply = SyncSender<Outcome>;
+
+/// Most statements one commit carries; bounds how long the first waiter waits for the rest.
+const MAX_BATCH: usize = 1024;
+
+/// Group commit: one thread owns the ledger's write connection and runs the writes of many
+/// connection threads in one transaction and one fsync. Each write is still its own guarded
+/// statement whose row count decides, and each waiting thread is released only after the
+/// commit that holds its statement. Batches form by themselves: whatever queued while the
+/// previous commit was syncing goes into the next one.
+pub struct Writer {
+    queue: Sender<(Op, Reply)>,
+    /// The write connection's durability, read on that connection when it was opened.
+    durability: Durability,
+}
+
+impl Writer {
+    /// Opens the write connection and starts the writer thread; it ends when the `Writer`
+    /// is dropped.
+    pub fn start(path: &Path) -> Result<Writer> {
+        let ledger = Ledger::open(path)?;
+        let durability = ledger.durability()?;
+        let (tx, rx) = mpsc::channel::<(Op, Reply)>();
+        std::thread::Builder::new()
+            .name("ledger-writer".into())
+            .spawn(move || write_loop(&ledger, &rx))
+            .map_err(|e| LedgerError::Writer(format!("cannot start the writer thread: {e}")))?;
+        Ok(Writer {
+            queue: tx,
+            durability,
+        })
+    }
+
+    fn submit(&self, op: Op) -> Outcome {
+        let (reply, answer) = mpsc::sync_channel(1);
+        if self.queue.send((op, reply)).is_err() {
+            return Err(writer_gone());
+        }
+        answer.recv().unwrap_or_else(|_| Err(writer_gone()))
+    }
+}
+
+fn write_loop(ledger: &Ledger, rx: &Receiver<(Op, Reply)>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let ops: Vec<&Op> = batch.iter().map(|(op, _)| op).collect();
+        let results = run_batch(ledger, &ops);
+        for ((_, reply), result) in batch.into_iter().zip(results) {
+            let _ = reply.send(result);
+        }
+    }
+}
+
+fn writer_gone() -> LedgerError {
+    LedgerError::Writer("the writer thread has stopped".into())
+}
+
+/// Runs `ops` in one transaction. A statement's own error fails only that statement, unless
+/// SQLite rolled the whole transaction back (busy, I/O, full disk): then, as when the commit
+/// fails, every statement of the batch fails, since none of them is durable.
+fn run_batch(l: &Ledger, ops: &[&Op]) -> Vec<Outcome> {
+    let conn = l.connection();
+    let all_fail = |e: &dyn std::fmt::Display| {
+        let msg = format!("transaction not committed: {e}");
+        ops.iter()
+            .map(|_| Err(LedgerError::Writer(msg.clone())))
+            .collect()
+    };
+    let run = |sql| conn.prepare_cached(sql).and_then(|mut st| st.execute([]));
+    if let Err(e) = run("BEGIN IMMEDIATE") {
+        return all_fail(&e);
+    }
+    let mut results = Vec::with_capacity(ops.len());
+    for op in ops {
+        let r = op.run(l);
+        if let Err(e) = &r
+            && conn.is_autocommit()
+        {
+            return all_fail(e);
+        }
+        results.push(r);
+    }
+    if let Err(e) = run("COMMIT") {
+        let _ = conn.execute_batch("ROLLBACK");
+        return all_fail(&e);
+    }
+    results
+}
+
+/// The relay's store: reads never queue behind writes, writes share commits.
+pub struct GroupCommit {
+    writer: Writer,
+    reads: Pool,
+}
+
+impl GroupCommit {
+    pub fn open(path: &Path) -> Result<GroupCommit> {
+        Ok(GroupCommit {
+            reads: Pool::open(path)?,
+            writer: Writer::start(path)?,
+        })
+    }
+
+    /// The durability of every connection this store writes or reads with: the writer's,
+    /// then each pooled reader's (all of them, opened at once if need be).
+    pub fn durability(&self) -> Result<Vec<Durability>> {
+        let mut all = vec![self.writer.durability.clone()];
+        all.extend(self.reads.durability_of_all()?);
+        Ok(all)
+    }
+}
+
+impl Store for GroupCommit {
+    fn read(&self, guid: &str) -> Result<Option<Row>> {
+        self.reads.get()?.get(guid)
+    }
+    fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
+        let won = self.writer.submit(Op::Claim {
+            guid: guid.to_string(),
+            tx_code: tx_code.to_string(),
+            request: request.to_vec(),
+        })?;
+        Ok(won.is_some())
+    }
+    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {
+        self.writer.submit(Op::ReclaimFailed {
+            guid: guid.to_string(),
+            request: request.to_vec(),
+        })
+    }
+    fn transition(&self, change: &Change) -> Result<bool> {
+        Ok(self
+            .writer
+            .submit(Op::Transition(change.clone()))?
+            .is_some())
+    }
+}
+
+/// Read connections shared by the relay's connection threads: each request borrows one and
+/// gives it back, so a thousand idle channel connections do not hold a thousand files. At
+/// most `POOL_MAX` exist (each holds three descriptors: the file, its WAL and its shared
+/// memory); a request that finds them all lent waits up to the busy timeout, then fails as
+/// any ledger error does (E905, before any claim).
+pub struct Pool {
+    path: PathBuf,
+    slots: Mutex<Slots>,
+    returned: Condvar,
+}
+
+/// Most read connections the relay opens.
+pub const POOL_MAX: usize = 16;
+
+struct Slots {
+    idle: Vec<Ledger>,
+    /// Connections that exist, idle or lent.
+    open: usize,
+}
+
+impl Pool {
+    /// Opens one connection at once, so that a bad path or pragma fails at start-up.
+    pub fn open(path: &Path) -> Result<Pool> {
+        let first = Ledger::open(path)?;
+        Ok(Pool {
+            path: path.to_path_buf(),
+            slots: Mutex::new(Slots {
+                idle: vec![first],
+                open: 1,
+            }),
+            returned: Condvar::new(),
+        })
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self) -> Result<Pooled<'_>> {
+        let deadline = Instant::now() + BUSY_TIMEOUT;
+        let mut slots = self.slots();
+        loop {
+            if let Some(l) = slots.idle.pop() {
+                return Ok(self.lend(l));
+            }
+            if slots.open < POOL_MAX {
+                slots.open += 1;
+                drop(slots);
+                return match Ledger::open(&self.path) {
+                    Ok(l) => Ok(self.lend(l)),
+                    Err(e) => {
+                        self.slots().open -= 1;
+                        self.returned.notify_one();
+                        Err(e)
+                    }
+                };
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(LedgerError::PoolExhausted);
+            }
+            slots = self
+                .returned
+                .wait_timeout(slots, left.min(Duration::from_millis(100)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn lend(&self, ledger: Ledger) -> Pooled<'_> {
+        Pooled {
+            pool: self,
+            ledger: Some(ledger),
+        }
+    }
+
+    /// Borrows every connection the pool may hold at once and reads each one's durability.
+    pub fn durability_of_all(&self) -> Result<Vec<Durability>> {
+        let lent: Vec<Pooled<'_>> = (0..POOL_MAX).map(|_| self.get()).collect::<Result<_>>()?;
+        lent.iter().map(|l| l.durability()).collect()
+    }
+}
+
+/// A borrowed connection; returns to the pool when dropped.
+pub struct Pooled<'a> {
+    pool: &'a Pool,
+    ledger: Option<Ledger>,
+}
+
+impl std::ops::Deref for Pooled<'_> {
+    type Target = Ledger;
+    fn deref(&self) -> &Ledger {
+        self.ledger.as_ref().expect("present until drop")
+    }
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        if let Some(l) = self.ledger.take() {
+            self.pool.slots().idle.push(l);
+            self.pool.returned.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A power loss must not forget a claim whose POST reached the core: every connection
+    /// the relay writes or reads with runs in WAL mode with synchronous=FULL.
+    #[test]
+    fn every_connection_of_the_relay_is_wal_and_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = GroupCommit::open(&dir.path().join("l.db")).unwrap();
+        let all = store.durability().unwrap();
+        assert_eq!(all.len(), 1 + POOL_MAX, "the writer and every reader");
+        for d in all {
+            assert!(d.is_full_wal(), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn the_read_pool_is_bounded_and_waits_for_a_return() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::open(&dir.path().join("l.db")).unwrap();
+        let lent: Vec<_> = (0..POOL_MAX).map(|_| pool.get().unwrap()).collect();
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| pool.get().map(|_| ()));
+            std::thread::sleep(Duration::from_millis(50));
+            drop(lent);
+            assert!(waiter.join().unwrap().is_ok());
+        });
+        assert_eq!(pool.slots().open, POOL_MAX);
+    }
+}
