@@ -31,6 +31,8 @@ Environment:
   RELAY_FRAME_TIMEOUT_MS    a channel frame from its first byte            [default: 5000]
   RELAY_IDLE_TIMEOUT_SECS   a silent channel connection is closed after    [default: 300]
   RELAY_MAX_CONNECTIONS     connections beyond this are closed at once     [default: 1024]
+  RELAY_MAX_CONNECTIONS_PER_PEER
+                            connections one source IP may hold             [default: 256]
   RELAY_BIN_DIR             directory holding the relay binary
                             [default: ../target/release, else ../target/debug next to
                             this script, else PATH]
@@ -65,11 +67,13 @@ RELAY_READ_TIMEOUT_MS=${RELAY_READ_TIMEOUT_MS:-5000}
 RELAY_FRAME_TIMEOUT_MS=${RELAY_FRAME_TIMEOUT_MS:-5000}
 RELAY_IDLE_TIMEOUT_SECS=${RELAY_IDLE_TIMEOUT_SECS:-300}
 RELAY_MAX_CONNECTIONS=${RELAY_MAX_CONNECTIONS:-1024}
+RELAY_MAX_CONNECTIONS_PER_PEER=${RELAY_MAX_CONNECTIONS_PER_PEER:-256}
 require_int RELAY_CONNECT_TIMEOUT_MS "$RELAY_CONNECT_TIMEOUT_MS" 1
 require_int RELAY_READ_TIMEOUT_MS "$RELAY_READ_TIMEOUT_MS" 1
 require_int RELAY_FRAME_TIMEOUT_MS "$RELAY_FRAME_TIMEOUT_MS" 1
 require_int RELAY_IDLE_TIMEOUT_SECS "$RELAY_IDLE_TIMEOUT_SECS" 1
 require_int RELAY_MAX_CONNECTIONS "$RELAY_MAX_CONNECTIONS" 1
+require_int RELAY_MAX_CONNECTIONS_PER_PEER "$RELAY_MAX_CONNECTIONS_PER_PEER" 1
 if [[ $RELAY_LISTEN != *:* ]]; then
     die "$EXIT_CONFIG" "RELAY_LISTEN must be HOST:PORT, got '$RELAY_LISTEN'"
 fi
@@ -77,9 +81,10 @@ if [[ $RELAY_CORE != http://* ]]; then
     die "$EXIT_CONFIG" "RELAY_CORE must be an http:// URL, got '$RELAY_CORE'"
 fi
 export RELAY_DB RELAY_LISTEN RELAY_CORE RELAY_CONNECT_TIMEOUT_MS RELAY_READ_TIMEOUT_MS \
-    RELAY_FRAME_TIMEOUT_MS RELAY_IDLE_TIMEOUT_SECS RELAY_MAX_CONNECTIONS
+    RELAY_FRAME_TIMEOUT_MS RELAY_IDLE_TIMEOUT_SECS RELAY_MAX_CONNECTIONS \
+    RELAY_MAX_CONNECTIONS_PER_PEER
 export RUST_LOG=${RUST_LOG:-info}
 
 BIN=$(need_bin relay)
-log "exec $BIN: db $RELAY_DB, listen $RELAY_LISTEN, core $RELAY_CORE, connect-timeout ${RELAY_CONNECT_TIMEOUT_MS}ms, read-timeout ${RELAY_READ_TIMEOUT_MS}ms, frame-timeout ${RELAY_FRAME_TIMEOUT_MS}ms, idle-timeout ${RELAY_IDLE_TIMEOUT_SECS}s, max-connections $RELAY_MAX_CONNECTIONS, RUST_LOG=$RUST_LOG${*:+, args: $*}"
+log "exec $BIN: db $RELAY_DB, listen $RELAY_LISTEN, core $RELAY_CORE, connect-timeout ${RELAY_CONNECT_TIMEOUT_MS}ms, read-timeout ${RELAY_READ_TIMEOUT_MS}ms, frame-timeout ${RELAY_FRAME_TIMEOUT_MS}ms, idle-timeout ${RELAY_IDLE_TIMEOUT_SECS}s, max-connections $RELAY_MAX_CONNECTIONS, max-connections-per-peer $RELAY_MAX_CONNECTIONS_PER_PEER, RUST_LOG=$RUST_LOG${*:+, args: $*}"
 exec "$BIN" "$@"

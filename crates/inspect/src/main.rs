@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use cli::{EXIT_SETTLED, Listed};
 use ledger::Ledger;
-use ledger::batch::Listed;
 
 /// Lists ledger rows (all, or one GUID) and the count of rows per state.
 #[derive(Parser, Debug)]
@@ -24,16 +24,11 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("inspect: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    let args = Args::parse();
+    cli::main("inspect", || run(args))
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
+fn run(args: Args) -> anyhow::Result<u8> {
     let ledger = Ledger::open_read_only(&args.db)?;
     let rows = match &args.guid {
         Some(g) => ledger.get(g)?.into_iter().collect(),
@@ -50,9 +45,9 @@ fn run(args: Args) -> anyhow::Result<()> {
             "{}",
             serde_json::json!({ "rows": listed, "by_state": by_state })
         );
-        return Ok(());
+        return Ok(EXIT_SETTLED);
     }
-    println!("guid\tstate\trsp_code\tattempts\tupdated_at");
+    println!("{}", Listed::HEADER);
     for l in &listed {
         println!("{}", l.line());
     }
@@ -65,5 +60,5 @@ fn run(args: Args) -> anyhow::Result<()> {
             counts.join(", ")
         }
     );
-    Ok(())
+    Ok(EXIT_SETTLED)
 }

@@ -43,6 +43,12 @@ impl fmt::Display for State {
     }
 }
 
+impl serde::Serialize for State {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 impl FromStr for State {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {

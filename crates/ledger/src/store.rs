@@ -492,6 +492,18 @@ mod tests {
         );
     }
 
+    /// The batch tools (resolve, reprocess, purge) open the ledger with `open_existing`: their
+    /// writes must be as durable as the relay's.
+    #[test]
+    fn every_batch_tool_connection_is_wal_and_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("l.db");
+        drop(Ledger::open(&p).unwrap());
+        let d = Ledger::open_existing(&p).unwrap().durability().unwrap();
+        assert!(d.is_full_wal(), "{d:?}");
+        assert_eq!(d.synchronous, 2, "FULL, not NORMAL");
+    }
+
     #[test]
     fn state_round_trips() {
         for s in State::ALL {

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
+use cli::{DryRun, print_report};
 use ledger::Ledger;
-use ledger::batch::{self, DryRun, print_report};
+use ledger::batch;
 
 /// Deletes DONE rows last changed more than --days days ago.
 #[derive(Parser, Debug)]
@@ -32,7 +33,6 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let args = Args::parse();
     if args.days == 0 && !args.force {
         Args::command()
@@ -43,16 +43,10 @@ fn main() -> ExitCode {
             )
             .exit();
     }
-    match run(args) {
-        Ok(code) => ExitCode::from(code as u8),
-        Err(e) => {
-            eprintln!("purge: {e:#}");
-            ExitCode::from(batch::EXIT_FATAL as u8)
-        }
-    }
+    cli::main("purge", || run(args))
 }
 
-fn run(args: Args) -> anyhow::Result<i32> {
+fn run(args: Args) -> anyhow::Result<u8> {
     if args.days == 0 {
         eprintln!(
             "purge: warning: --days 0 --force deletes every DONE row; a channel resending one \

@@ -81,17 +81,11 @@ impl Args {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    match run(Args::parse().check()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("relay: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    let args = Args::parse().check();
+    cli::main("relay", || run(args))
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
+fn run(args: Args) -> anyhow::Result<u8> {
     let config = Config {
         listen: args.listen,
         core_url: args.core,
@@ -127,5 +121,5 @@ fn run(args: Args) -> anyhow::Result<()> {
     });
     relay.serve();
     info!("shut down cleanly");
-    Ok(())
+    Ok(cli::EXIT_SETTLED)
 }

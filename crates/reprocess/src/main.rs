@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use cli::{DryRun, print_report};
 use ledger::Ledger;
-use ledger::batch::{self, DryRun, print_report};
+use ledger::batch;
 use ledger::core_client::CoreClient;
 
 /// Resends FAILED rows with rsp_code E902 and fewer than --max-attempts attempts.
@@ -45,17 +46,11 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    match run(Args::parse()) {
-        Ok(code) => ExitCode::from(code as u8),
-        Err(e) => {
-            eprintln!("reprocess: {e:#}");
-            ExitCode::from(batch::EXIT_FATAL as u8)
-        }
-    }
+    let args = Args::parse();
+    cli::main("reprocess", || run(args))
 }
 
-fn run(args: Args) -> anyhow::Result<i32> {
+fn run(args: Args) -> anyhow::Result<u8> {
     let ledger = Ledger::open_existing(&args.db)?;
     // Checked even for --dry-run, so that a dry run also proves the settings.
     let core = CoreClient::new(

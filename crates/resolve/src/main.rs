@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use cli::{DryRun, EXIT_FATAL, EXIT_LEFT, print_report};
 use ledger::Ledger;
-use ledger::batch::{self, DryRun, ResolveError, print_report};
+use ledger::batch::{self, ResolveError};
 use ledger::core_client::CoreClient;
 use ledger::transfer::STALE_SENT_FLOOR;
 
@@ -62,17 +63,11 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    match run(Args::parse()) {
-        Ok(code) => ExitCode::from(code as u8),
-        Err(e) => {
-            eprintln!("resolve: {e:#}");
-            ExitCode::from(batch::EXIT_FATAL as u8)
-        }
-    }
+    let args = Args::parse();
+    cli::main("resolve", || run(args))
 }
 
-fn run(args: Args) -> anyhow::Result<i32> {
+fn run(args: Args) -> anyhow::Result<u8> {
     if args.min_age < SAFE_MIN_AGE_SECS {
         eprintln!(
             "resolve: warning: --min-age {} is under {SAFE_MIN_AGE_SECS} s; a core still \
@@ -103,9 +98,11 @@ fn run(args: Args) -> anyhow::Result<i32> {
     }
     match batch::resolve(&ledger, &core, args.min_age, args.stale_sent) {
         Ok(summary) => Ok(print_report("resolve", &summary, args.json)),
-        Err(e @ ResolveError::Canary { .. }) => {
+        Err(e @ ResolveError::Canary { not_found, .. }) => {
+            // A core that does not know our bookings: the settings look wrong (1). A core
+            // that could not answer: a later run may do the work (3).
             eprintln!("resolve: {e}");
-            Ok(e.exit_code())
+            Ok(if not_found { EXIT_FATAL } else { EXIT_LEFT })
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!("ledger {}", args.db.display()))),
     }
