@@ -68,6 +68,20 @@ struct TransferJson<'a> {
     memo: &'a str,
 }
 
+/// The body of a POST of `t` (contract §3), in the contract's field order, memo without its
+/// padding.
+pub fn transfer_json(t: &Transfer) -> Vec<u8> {
+    let body = TransferJson {
+        guid: &t.guid,
+        tx_code: TX_TRNF,
+        from_account: &t.from_account,
+        to_account: &t.to_account,
+        amount: t.amount,
+        memo: &t.memo,
+    };
+    serde_json::to_vec(&body).expect("plain struct serialises")
+}
+
 #[derive(Deserialize)]
 struct BookingJson {
     guid: Option<String>,
@@ -156,15 +170,7 @@ impl CoreClient {
 
     /// POSTs a transfer once. Never retried here or by ureq.
     pub fn post_transfer(&self, t: &Transfer) -> Outcome {
-        let body = TransferJson {
-            guid: &t.guid,
-            tx_code: TX_TRNF,
-            from_account: &t.from_account,
-            to_account: &t.to_account,
-            amount: t.amount,
-            memo: &t.memo,
-        };
-        let json = serde_json::to_vec(&body).expect("plain struct serialises");
+        let json = transfer_json(t);
         let result = self
             .agent
             .post(format!("{}/v1/transfers", self.base))

@@ -20,7 +20,7 @@ use crate::core_client::{self, BadCoreUrl, CoreClient};
 use crate::error::LedgerError;
 use crate::group_commit::{self, GroupCommit};
 use crate::transfer;
-use crate::wire::{self, PREFIX_LEN};
+use crate::wire;
 
 /// Connection threads only parse frames, run SQLite statements and make one HTTP call.
 const CONNECTION_STACK: usize = 256 * 1024;
@@ -385,7 +385,7 @@ fn widen_backlog(_: &TcpListener) {}
 #[derive(Debug)]
 enum ConnEnd {
     Idle,
-    BadPrefix([u8; PREFIX_LEN]),
+    BadPrefix(String),
     FrameTimeout,
     EofMidFrame,
     Io(io::Error),
@@ -395,11 +395,7 @@ impl fmt::Display for ConnEnd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConnEnd::Idle => f.write_str("idle timeout"),
-            ConnEnd::BadPrefix(p) => write!(
-                f,
-                "length prefix {:?} is not 4 digits",
-                String::from_utf8_lossy(p)
-            ),
+            ConnEnd::BadPrefix(why) => f.write_str(why),
             ConnEnd::FrameTimeout => f.write_str("frame not complete within the frame timeout"),
             ConnEnd::EofMidFrame => f.write_str("closed by the channel in the middle of a frame"),
             ConnEnd::Io(e) => e.fmt(f),
@@ -463,42 +459,39 @@ fn read_frame(
             }
         }
     }
-    let deadline = Instant::now() + frame;
-    let mut prefix = [0u8; PREFIX_LEN];
-    read_by(r, &mut prefix, deadline)?;
-    let len = wire::parse_len(&prefix).ok_or(ConnEnd::BadPrefix(prefix))?;
-    let mut msg = vec![0u8; len];
-    read_by(r, &mut msg, deadline)?;
-    Ok(Some(msg))
+    let mut by_deadline = Deadline {
+        r,
+        at: Instant::now() + frame,
+    };
+    wire::read_frame(&mut by_deadline)
+        .map(Some)
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => ConnEnd::EofMidFrame,
+            io::ErrorKind::InvalidData => ConnEnd::BadPrefix(e.to_string()),
+            _ if is_timeout(&e) => ConnEnd::FrameTimeout,
+            _ => ConnEnd::Io(e),
+        })
 }
 
-fn read_by(
-    r: &mut BufReader<&TcpStream>,
-    buf: &mut [u8],
-    deadline: Instant,
-) -> Result<(), ConnEnd> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        if r.buffer().is_empty() {
-            let left = deadline.saturating_duration_since(Instant::now());
+/// A reader whose every read must end by `at`: before each read that must wait for the
+/// socket, the socket's timeout is set to what is left.
+struct Deadline<'a, 'b> {
+    r: &'a mut BufReader<&'b TcpStream>,
+    at: Instant,
+}
+
+impl Read for Deadline<'_, '_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.r.buffer().is_empty() {
+            let left = self.at.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(ConnEnd::FrameTimeout);
+                return Err(io::ErrorKind::TimedOut.into());
             }
-            r.get_ref()
-                .set_read_timeout(Some(left))
-                .map_err(ConnEnd::Io)?;
+            self.r.get_ref().set_read_timeout(Some(left))?;
         }
-        match r.read(&mut buf[filled..]) {
-            Ok(0) => return Err(ConnEnd::EofMidFrame),
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => return Err(ConnEnd::FrameTimeout),
-            Err(e) => return Err(ConnEnd::Io(e)),
-        }
+        self.r.read(buf)
     }
-    Ok(())
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 //! offsets, so that the channel can match the answer to its request.
 
 use std::fmt;
+use std::io::{self, Read};
 
 pub const PREFIX_LEN: usize = 4;
 pub const HEADER_LEN: usize = 45;
@@ -55,6 +56,25 @@ pub fn frame(msg: &[u8]) -> Vec<u8> {
     out.extend_from_slice(format!("{:04}", msg.len()).as_bytes());
     out.extend_from_slice(msg);
     out
+}
+
+/// Reads one frame from `r` and returns its message. A prefix that is not four digits is
+/// `InvalidData`; a stream that ends inside the frame is `UnexpectedEof`.
+pub fn read_frame(r: &mut impl Read) -> io::Result<Vec<u8>> {
+    let mut prefix = [0u8; PREFIX_LEN];
+    r.read_exact(&mut prefix)?;
+    let len = parse_len(&prefix).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "length prefix {:?} is not 4 digits",
+                String::from_utf8_lossy(&prefix)
+            ),
+        )
+    })?;
+    let mut msg = vec![0u8; len];
+    r.read_exact(&mut msg)?;
+    Ok(msg)
 }
 
 /// A valid transfer request.
@@ -444,6 +464,17 @@ mod tests {
         let memo = "é".repeat(20);
         let m = set(86..126, memo.as_bytes());
         assert_eq!(parse_request(&m).unwrap().memo, memo);
+    }
+
+    #[test]
+    fn read_frame_takes_exactly_one_frame() {
+        let mut bytes: &[u8] = b"0003abc0002de";
+        assert_eq!(read_frame(&mut bytes).unwrap(), b"abc");
+        assert_eq!(read_frame(&mut bytes).unwrap(), b"de");
+        let err = |mut b: &[u8]| read_frame(&mut b).unwrap_err().kind();
+        assert_eq!(err(b""), io::ErrorKind::UnexpectedEof);
+        assert_eq!(err(b"0005ab"), io::ErrorKind::UnexpectedEof);
+        assert_eq!(err(b"12x4abcd"), io::ErrorKind::InvalidData);
     }
 
     #[test]

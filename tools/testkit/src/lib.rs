@@ -1,0 +1,16 @@
+//! What the test tools (`coresim`'s tests, `chan`, `chaos`, `loadgen`) and the end-to-end
+//! tests share, written once: the channel client (`channel`), an HTTP client for the core
+//! simulator (`core_http`), finding and spawning the workspace's binaries (`spawn`), temp
+//! ledgers (`temp_ledger`) and free ports (`net`).
+
+pub mod channel;
+pub mod core_http;
+pub mod net;
+pub mod spawn;
+pub mod temp_ledger;
+
+pub use channel::Chan;
+pub use core_http::CoreHttp;
+pub use net::{dead_url, free_port};
+pub use spawn::{bin, spawn_listening};
+pub use temp_ledger::TempLedger;
