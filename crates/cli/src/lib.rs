@@ -27,3 +27,17 @@ pub fn main(tool: &str, run: impl FnOnce() -> anyhow::Result<u8>) -> ExitCode {
         }
     }
 }
+
+/// `--db` as given (a path or a PostgreSQL URL). A URL that cannot be used is a usage
+/// error (exit 2) naming `--db`, with the password masked: clap would echo the raw value.
+pub fn db_arg<A: clap::CommandFactory>(value: &str) -> ledger::Db {
+    match value.parse() {
+        Ok(db) => db,
+        Err(e) => A::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value for --db: {e}"),
+            )
+            .exit(),
+    }
+}

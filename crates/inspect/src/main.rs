@@ -1,20 +1,19 @@
 //! `inspect`: a read-only look at the ledger, so that an operator (or the demo) needs no
 //! sqlite3 shell and cannot change a row by mistake.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use cli::{EXIT_SETTLED, Listed};
-use ledger::Ledger;
+use ledger::Access;
 
 /// Lists ledger rows (all, or one GUID) and the count of rows per state.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The relay's SQLite ledger.
-    #[arg(long, env = "INSPECT_DB")]
-    db: PathBuf,
+    /// The ledger: the relay's SQLite file, or a postgres:// URL.
+    #[arg(long, env = "INSPECT_DB", hide_env_values = true)]
+    db: String,
     /// Only this GUID.
     #[arg(long)]
     guid: Option<String>,
@@ -29,9 +28,10 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<u8> {
-    let ledger = Ledger::open_read_only(&args.db)?;
+    let db = cli::db_arg::<Args>(&args.db);
+    let ledger = db.open(Access::ReadOnly, "inspect")?;
     let rows = match &args.guid {
-        Some(g) => ledger.get(g)?.into_iter().collect(),
+        Some(g) => ledger.read(g)?.into_iter().collect(),
         None => ledger.all_rows()?,
     };
     let listed: Vec<Listed> = rows.iter().map(Listed::of).collect();

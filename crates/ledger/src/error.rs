@@ -27,6 +27,22 @@ pub enum LedgerError {
     Writer(String),
     /// Every pooled connection stayed busy past the wait.
     PoolExhausted,
+    /// A PostgreSQL statement failed (the server's error, or the connection's).
+    Pg(postgres::Error),
+    /// The PostgreSQL ledger could not be opened (`url` has its password masked).
+    PgOpen { url: String, why: String },
+    /// `--db` looked like a PostgreSQL URL but is not a usable one.
+    PgUrl(crate::postgres::url::BadPgUrl),
+    /// The database did not answer in time: the connection is dropped, the outcome of the
+    /// statement unknown (a claim in that state is not won).
+    Deadline {
+        what: &'static str,
+        after: std::time::Duration,
+    },
+    /// No connection to the database can be had right now.
+    Unavailable(String),
+    /// A session's commits would not be durable.
+    NotDurable(String),
 }
 
 impl fmt::Display for LedgerError {
@@ -53,6 +69,19 @@ impl fmt::Display for LedgerError {
             LedgerError::Sql(e) => write!(f, "ledger statement failed: {e}"),
             LedgerError::Writer(msg) => write!(f, "ledger write failed: {msg}"),
             LedgerError::PoolExhausted => f.write_str("no ledger connection became free in time"),
+            LedgerError::Pg(e) => write!(f, "ledger statement failed: {e}"),
+            LedgerError::PgOpen { url, why } => write!(f, "cannot open ledger {url}: {why}"),
+            LedgerError::PgUrl(e) => e.fmt(f),
+            LedgerError::Deadline { what, after } => write!(
+                f,
+                "the database did not answer within {} ms ({what}); connection dropped",
+                after.as_millis()
+            ),
+            LedgerError::Unavailable(why) => write!(f, "ledger unavailable: {why}"),
+            LedgerError::NotDurable(got) => write!(
+                f,
+                "the database session's commits would not be durable ({got}); refusing it"
+            ),
         }
     }
 }

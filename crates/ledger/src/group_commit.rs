@@ -6,8 +6,10 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::state::{Change, Row};
-use crate::store::{BUSY_TIMEOUT, Durability, Ledger, LedgerError, Result, Store};
+use crate::error::{LedgerError, Result};
+use crate::sqlite::{BUSY_TIMEOUT, Ledger};
+use crate::state::{Change, Row, State};
+use crate::store::{Durability, Store};
 
 /// One write waiting for the writer thread.
 enum Op {
@@ -20,10 +22,19 @@ enum Op {
         guid: String,
         request: Vec<u8>,
     },
+    ReclaimForResend {
+        guid: String,
+        max_attempts: i64,
+    },
     Transition(Change),
+    PurgeChunk {
+        days: u64,
+        limit: usize,
+    },
 }
 
-/// What a write came to: whether it changed the row and, for a re-claim, the attempt won.
+/// What a write came to: whether it changed the row and, for a re-claim, the attempt won
+/// (for a purge, how many rows went).
 type Outcome = Result<Option<i64>>;
 
 impl Op {
@@ -35,7 +46,11 @@ impl Op {
                 request,
             } => Ok(l.claim_new(guid, tx_code, request)?.then_some(1)),
             Op::ReclaimFailed { guid, request } => l.reclaim_failed(guid, request),
+            Op::ReclaimForResend { guid, max_attempts } => {
+                l.reclaim_for_resend(guid, *max_attempts)
+            }
             Op::Transition(c) => Ok(l.transition(c)?.then_some(0)),
+            Op::PurgeChunk { days, limit } => Ok(Some(l.purge_chunk(*days, *limit)? as i64)),
         }
     }
 }
@@ -148,14 +163,6 @@ impl GroupCommit {
             writer: Writer::start(path)?,
         })
     }
-
-    /// The durability of every connection this store writes or reads with: the writer's,
-    /// then each pooled reader's (all of them, opened at once if need be).
-    pub fn durability(&self) -> Result<Vec<Durability>> {
-        let mut all = vec![self.writer.durability.clone()];
-        all.extend(self.reads.durability_of_all()?);
-        Ok(all)
-    }
 }
 
 impl Store for GroupCommit {
@@ -176,11 +183,45 @@ impl Store for GroupCommit {
             request: request.to_vec(),
         })
     }
+    fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
+        self.writer.submit(Op::ReclaimForResend {
+            guid: guid.to_string(),
+            max_attempts,
+        })
+    }
     fn transition(&self, change: &Change) -> Result<bool> {
         Ok(self
             .writer
             .submit(Op::Transition(change.clone()))?
             .is_some())
+    }
+    fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
+        self.reads.get()?.select_aged(state, min_age_secs)
+    }
+    fn select_resendable(&self, max_attempts: i64, limit: Option<u64>) -> Result<Vec<Row>> {
+        self.reads.get()?.select_resendable(max_attempts, limit)
+    }
+    fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
+        self.reads.get()?.select_purgeable(days)
+    }
+    fn purge_chunk(&self, days: u64, limit: usize) -> Result<usize> {
+        let n = self.writer.submit(Op::PurgeChunk { days, limit })?;
+        Ok(n.map_or(0, |n| usize::try_from(n).unwrap_or(0)))
+    }
+    fn recent_bookings(&self, limit: usize) -> Result<Vec<Row>> {
+        self.reads.get()?.recent_bookings(limit)
+    }
+    fn all_rows(&self) -> Result<Vec<Row>> {
+        self.reads.get()?.all_rows()
+    }
+    fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
+        self.reads.get()?.count_by_state()
+    }
+    /// The writer's, then each pooled reader's (all of them, opened at once if need be).
+    fn durability(&self) -> Result<Vec<Durability>> {
+        let mut all = vec![self.writer.durability.clone()];
+        all.extend(self.reads.durability_of_all()?);
+        Ok(all)
     }
 }
 
@@ -302,7 +343,7 @@ mod tests {
         let all = store.durability().unwrap();
         assert_eq!(all.len(), 1 + POOL_MAX, "the writer and every reader");
         for d in all {
-            assert!(d.is_full_wal(), "{d:?}");
+            assert!(d.is_durable(), "{d:?}");
         }
     }
 

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -17,8 +16,10 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use crate::core_client::{self, BadCoreUrl, CoreClient};
+use crate::db::{self, Access, Db};
 use crate::error::LedgerError;
-use crate::group_commit::{self, GroupCommit};
+use crate::group_commit;
+use crate::store::Store;
 use crate::transfer;
 use crate::wire;
 
@@ -77,7 +78,7 @@ impl fmt::Display for StartError {
 impl std::error::Error for StartError {}
 
 struct Shared {
-    store: GroupCommit,
+    store: Arc<dyn Store>,
     core: CoreClient,
     config: Config,
     conns: Mutex<Conns>,
@@ -142,9 +143,11 @@ impl ShutdownHandle {
 impl Relay {
     /// Opens the ledger, checks the core URL and binds, so that every configuration error
     /// shows before the `listening on` line.
-    pub fn start(db: &Path, config: Config) -> Result<Relay, StartError> {
-        raise_descriptor_limit(config.max_connections)?;
-        let store = GroupCommit::open(db).map_err(StartError::Ledger)?;
+    pub fn start(db: &Db, config: Config) -> Result<Relay, StartError> {
+        raise_descriptor_limit(config.max_connections, ledger_descriptors(db))?;
+        let store = db
+            .open(Access::Relay, "relay")
+            .map_err(StartError::Ledger)?;
         let core = CoreClient::new(
             &config.core_url,
             config.connect_timeout,
@@ -303,21 +306,29 @@ impl Drop for Slot {
 }
 
 /// File descriptors the relay may need: per channel connection its socket and one core
-/// socket in flight; the core's idle keep-alive sockets; the ledger's connections (three
-/// files each: database, WAL, shared memory); and a margin for the listener, stdio, logs and
-/// signal handling.
-pub fn descriptors_needed(max_connections: usize) -> u64 {
+/// socket in flight; the core's idle keep-alive sockets; the ledger's (`ledger`); and a
+/// margin for the listener, stdio, logs and signal handling.
+pub fn descriptors_needed(max_connections: usize, ledger: u64) -> u64 {
     let c = max_connections as u64;
     let idle_core = c.min(core_client::MAX_IDLE as u64);
-    let ledger = 3 * (group_commit::POOL_MAX as u64 + 1);
     2 * c + idle_core + ledger + 64
+}
+
+/// The ledger's descriptors: SQLite's connections hold three files each (database, WAL,
+/// shared memory); PostgreSQL's one socket each, and as many again for connections given up
+/// on a hung server whose threads have not ended yet.
+fn ledger_descriptors(db: &Db) -> u64 {
+    match db {
+        Db::Sqlite(_) => 3 * (group_commit::POOL_MAX as u64 + 1),
+        Db::Postgres(_) => 2 * db::PG_RELAY_CONNECTIONS as u64,
+    }
 }
 
 /// Raises the soft limit on open files to the hard limit (the usual soft limit, 1024, is
 /// the default of `--max-connections` alone), and refuses to start if what
 /// `max_connections` needs does not fit.
-fn raise_descriptor_limit(max_connections: usize) -> Result<(), StartError> {
-    let needed = descriptors_needed(max_connections);
+fn raise_descriptor_limit(max_connections: usize, ledger: u64) -> Result<(), StartError> {
+    let needed = descriptors_needed(max_connections, ledger);
     let limit = raise_nofile();
     if limit < needed {
         return Err(StartError::Descriptors {
@@ -420,7 +431,7 @@ fn serve_connection(shared: &Shared, stream: &TcpStream) -> Result<(), ConnEnd> 
     let mut reader = BufReader::new(stream);
     while let Some(msg) = read_frame(&mut reader, cfg.idle_timeout, cfg.frame_timeout)? {
         let started = Instant::now();
-        let handled = transfer::handle(&shared.store, &shared.core, &msg);
+        let handled = transfer::handle(shared.store.as_ref(), &shared.core, &msg);
         info!(
             "guid={} code={} state={} ms={}",
             handled.guid,
@@ -508,7 +519,8 @@ mod tests {
             max_connections: 8,
             max_connections_per_peer: max_per_peer,
         };
-        let relay = Relay::start(&dir.path().join("l.db"), config).unwrap();
+        let db = Db::Sqlite(dir.path().join("l.db"));
+        let relay = Relay::start(&db, config).unwrap();
         (dir, relay)
     }
 
@@ -548,11 +560,12 @@ mod tests {
 
     #[test]
     fn the_descriptor_budget_grows_with_the_connections() {
+        let sqlite = ledger_descriptors(&Db::Sqlite("l.db".into()));
         assert!(
-            descriptors_needed(1024) < 4096,
+            descriptors_needed(1024, sqlite) < 4096,
             "fits a common hard limit of 4096"
         );
-        assert!(descriptors_needed(1024) > 2 * 1024);
-        assert!(descriptors_needed(2048) > descriptors_needed(1024));
+        assert!(descriptors_needed(1024, sqlite) > 2 * 1024);
+        assert!(descriptors_needed(2048, sqlite) > descriptors_needed(1024, sqlite));
     }
 }

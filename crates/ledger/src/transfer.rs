@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use log::warn;
 
 use crate::core_client::{CoreClient, Outcome};
+use crate::sqlite::BUSY_TIMEOUT;
 use crate::state::{Change, Row, State};
-use crate::store::{BUSY_TIMEOUT, Store};
+use crate::store::Store;
 use crate::wire::{self, Code, TX_TRNF, Transfer};
 
 /// How long after its core call the relay keeps retrying a result it could not write (the
@@ -67,7 +68,7 @@ const MAX_ROUNDS: usize = 3;
 /// The row is read first, so that a resend of a known GUID is answered without queueing a
 /// write. A read never authorises a send: only a claim's row count does (the INSERT for a new
 /// GUID, the guarded UPDATE for a FAILED one). When a claim loses, the row is read again.
-pub fn handle(store: &impl Store, core: &CoreClient, msg: &[u8]) -> Handled {
+pub fn handle<S: Store + ?Sized>(store: &S, core: &CoreClient, msg: &[u8]) -> Handled {
     let t = match wire::parse_request(msg) {
         Ok(t) => t,
         Err(m) => {
@@ -138,8 +139,8 @@ fn stored_code(reply: &[u8]) -> Code {
 /// Sends a transfer whose GUID this caller has just claimed (its row is SENT on `attempt`,
 /// ours), and records the result from SENT on that attempt. Shared by the relay and
 /// `reprocess`.
-pub fn send_and_record(
-    store: &impl Store,
+pub fn send_and_record<S: Store + ?Sized>(
+    store: &S,
     core: &CoreClient,
     t: &Transfer,
     msg: &[u8],
@@ -183,7 +184,11 @@ pub fn send_and_record(
 
 /// Makes a guarded change, retrying while the ledger fails until `by`: safe, because the
 /// statement names the state and attempt it leaves, so it happens at most once.
-fn record(store: &impl Store, change: &Change, by: Instant) -> crate::error::Result<bool> {
+fn record<S: Store + ?Sized>(
+    store: &S,
+    change: &Change,
+    by: Instant,
+) -> crate::error::Result<bool> {
     let mut pause = Duration::from_millis(20);
     loop {
         match store.transition(change) {
@@ -207,7 +212,7 @@ fn record(store: &impl Store, change: &Change, by: Instant) -> crate::error::Res
 /// result moves a FAILED row of the same attempt to DONE or UNKNOWN, and a booked one an
 /// UNKNOWN row to DONE, each by one guarded statement. Then the channel gets what the ledger
 /// says, which is what its resends will get.
-fn after_miss(store: &impl Store, msg: &[u8], change: Change) -> Handled {
+fn after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], change: Change) -> Handled {
     let guid = change.guid.clone();
     let row = store.read(&guid).ok().flatten();
     if let Some(row) = &row
@@ -257,7 +262,7 @@ fn after_miss(store: &impl Store, msg: &[u8], change: Change) -> Handled {
 /// What the ledger now says about a GUID whose result could not be recorded as it came: the
 /// stored reply of a DONE row, E902 for a FAILED row when the call did not leave either,
 /// E901 otherwise.
-fn answer_after_miss(store: &impl Store, msg: &[u8], guid: &str, ours: State) -> Handled {
+fn answer_after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], guid: &str, ours: State) -> Handled {
     match store.read(guid) {
         Ok(Some(row)) if row.state == State::Done && row.response.is_some() => {
             answer_from_row(&row, msg)

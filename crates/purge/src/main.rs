@@ -1,22 +1,21 @@
 //! `purge`: deletes finished (DONE) rows past their retention; nothing else, whatever its age.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use cli::{DryRun, print_report};
-use ledger::Ledger;
+use ledger::Access;
 use ledger::batch;
 
 /// Deletes DONE rows last changed more than --days days ago.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The relay's SQLite ledger.
-    #[arg(long, env = "PURGE_DB")]
-    db: PathBuf,
+    /// The ledger: the relay's SQLite file, or a postgres:// URL.
+    #[arg(long, env = "PURGE_DB", hide_env_values = true)]
+    db: String,
     /// Retention in days; must exceed the longest time a channel may resend a GUID (a
     /// resend after the purge books again). At least 1 unless --force.
     #[arg(long, env = "PURGE_DAYS")]
@@ -53,7 +52,8 @@ fn run(args: Args) -> anyhow::Result<u8> {
              of those GUIDs later would be booked again"
         );
     }
-    let ledger = Ledger::open_existing(&args.db)?;
+    let db = cli::db_arg::<Args>(&args.db);
+    let ledger = db.open(Access::Tool, "purge")?;
     if args.dry_run {
         let rows = ledger.select_purgeable(args.days)?;
         return Ok(print_report(
@@ -62,7 +62,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
             args.json,
         ));
     }
-    let summary = batch::purge(&ledger, args.days)
-        .with_context(|| format!("ledger {}", args.db.display()))?;
+    let summary =
+        batch::purge(ledger.as_ref(), args.days).with_context(|| format!("ledger {}", db))?;
     Ok(print_report("purge", &summary, args.json))
 }

@@ -1,7 +1,7 @@
 //! `relay`: channels in (framed TCP), core out (HTTP), one ledger row per GUID in between.
 
 use std::io::Write;
-use std::path::PathBuf;
+
 use std::process::ExitCode;
 use std::thread;
 use std::time::Duration;
@@ -19,9 +19,9 @@ use signal_hook::iterator::Signals;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The SQLite ledger (created if missing).
-    #[arg(long, env = "RELAY_DB")]
-    db: PathBuf,
+    /// The ledger: an SQLite file (created if missing) or a postgres:// URL.
+    #[arg(long, env = "RELAY_DB", hide_env_values = true)]
+    db: String,
     /// Where channels connect. Port 0 picks a free port.
     #[arg(long, env = "RELAY_LISTEN", default_value = "127.0.0.1:9200")]
     listen: String,
@@ -97,7 +97,8 @@ fn run(args: Args) -> anyhow::Result<u8> {
         max_connections_per_peer: usize::try_from(args.max_connections_per_peer)
             .unwrap_or(usize::MAX),
     };
-    let relay = Relay::start(&args.db, config).context("cannot start")?;
+    let db = cli::db_arg::<Args>(&args.db);
+    let relay = Relay::start(&db, config).context("cannot start")?;
     let addr = relay
         .local_addr()
         .context("cannot read the bound address")?;

@@ -1,13 +1,12 @@
 //! `reprocess`: resends only what the ledger proves never left the relay, with the same GUID.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
 use cli::{DryRun, print_report};
-use ledger::Ledger;
+use ledger::Access;
 use ledger::batch;
 use ledger::core_client::CoreClient;
 
@@ -15,9 +14,9 @@ use ledger::core_client::CoreClient;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The relay's SQLite ledger.
-    #[arg(long, env = "REPROCESS_DB")]
-    db: PathBuf,
+    /// The ledger: the relay's SQLite file, or a postgres:// URL.
+    #[arg(long, env = "REPROCESS_DB", hide_env_values = true)]
+    db: String,
     /// Base URL of the core banking system.
     #[arg(long, env = "REPROCESS_CORE", default_value = "http://127.0.0.1:9201")]
     core: String,
@@ -51,7 +50,8 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<u8> {
-    let ledger = Ledger::open_existing(&args.db)?;
+    let db = cli::db_arg::<Args>(&args.db);
+    let ledger = db.open(Access::Tool, "reprocess")?;
     // Checked even for --dry-run, so that a dry run also proves the settings.
     let core = CoreClient::new(
         &args.core,
@@ -66,7 +66,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
             args.json,
         ));
     }
-    let summary = batch::reprocess(&ledger, &core, args.max_attempts, args.limit)
-        .with_context(|| format!("ledger {}", args.db.display()))?;
+    let summary = batch::reprocess(ledger.as_ref(), &core, args.max_attempts, args.limit)
+        .with_context(|| format!("ledger {}", db))?;
     Ok(print_report("reprocess", &summary, args.json))
 }

@@ -1,12 +1,11 @@
 //! `resolve`: settles transfers whose outcome is unknown by asking the core. Never POSTs.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
 use cli::{DryRun, EXIT_FATAL, EXIT_LEFT, print_report};
-use ledger::Ledger;
+use ledger::Access;
 use ledger::batch::{self, ResolveError};
 use ledger::core_client::CoreClient;
 use ledger::transfer::STALE_SENT_FLOOR;
@@ -32,9 +31,9 @@ fn stale_sent_secs(s: &str) -> Result<u64, String> {
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The relay's SQLite ledger.
-    #[arg(long, env = "RESOLVE_DB")]
-    db: PathBuf,
+    /// The ledger: the relay's SQLite file, or a postgres:// URL.
+    #[arg(long, env = "RESOLVE_DB", hide_env_values = true)]
+    db: String,
     /// Base URL of the core banking system.
     #[arg(long, env = "RESOLVE_CORE", default_value = "http://127.0.0.1:9201")]
     core: String,
@@ -81,7 +80,8 @@ fn run(args: Args) -> anyhow::Result<u8> {
              --stale-sent SECS on the command line"
         );
     }
-    let ledger = Ledger::open_existing(&args.db)?;
+    let db = cli::db_arg::<Args>(&args.db);
+    let ledger = db.open(Access::Tool, "resolve")?;
     // Checked even for --dry-run, so that a dry run also proves the settings.
     let core = CoreClient::new(
         &args.core,
@@ -89,14 +89,14 @@ fn run(args: Args) -> anyhow::Result<u8> {
         Duration::from_millis(args.read_timeout_ms),
     )?;
     if args.dry_run {
-        let rows = batch::resolve_candidates(&ledger, args.min_age, args.stale_sent)?;
+        let rows = batch::resolve_candidates(ledger.as_ref(), args.min_age, args.stale_sent)?;
         return Ok(print_report(
             "resolve",
             &DryRun::new("resolve", &rows),
             args.json,
         ));
     }
-    match batch::resolve(&ledger, &core, args.min_age, args.stale_sent) {
+    match batch::resolve(ledger.as_ref(), &core, args.min_age, args.stale_sent) {
         Ok(summary) => Ok(print_report("resolve", &summary, args.json)),
         Err(e @ ResolveError::Canary { not_found, .. }) => {
             // A core that does not know our bookings: the settings look wrong (1). A core
@@ -104,6 +104,6 @@ fn run(args: Args) -> anyhow::Result<u8> {
             eprintln!("resolve: {e}");
             Ok(if not_found { EXIT_FATAL } else { EXIT_LEFT })
         }
-        Err(e) => Err(anyhow::Error::new(e).context(format!("ledger {}", args.db.display()))),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("ledger {}", db))),
     }
 }

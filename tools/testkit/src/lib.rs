@@ -6,6 +6,7 @@
 pub mod channel;
 pub mod core_http;
 pub mod net;
+pub mod pg;
 pub mod spawn;
 pub mod temp_ledger;
 

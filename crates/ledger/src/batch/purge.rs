@@ -2,7 +2,8 @@
 
 use serde::Serialize;
 
-use crate::store::{Ledger, LedgerError, PURGE_CHUNK};
+use crate::error::LedgerError;
+use crate::store::{PURGE_CHUNK, Store};
 
 #[derive(Debug, Default, Serialize)]
 pub struct PurgeSummary {
@@ -14,7 +15,7 @@ pub struct PurgeSummary {
 
 /// Deletes DONE rows older than `days` in chunks of `PURGE_CHUNK`, each its own short
 /// transaction, so that the relay's claims and results never wait behind one long DELETE.
-pub fn purge(ledger: &Ledger, days: u64) -> Result<PurgeSummary, LedgerError> {
+pub fn purge(ledger: &dyn Store, days: u64) -> Result<PurgeSummary, LedgerError> {
     let mut sum = PurgeSummary {
         days,
         ..PurgeSummary::default()

@@ -5,8 +5,9 @@ use serde::Serialize;
 
 use super::stored_transfer;
 use crate::core_client::CoreClient;
+use crate::error::LedgerError;
 use crate::state::State;
-use crate::store::{Ledger, LedgerError};
+use crate::store::Store;
 use crate::transfer::send_and_record;
 
 #[derive(Debug, Default, Serialize)]
@@ -31,7 +32,7 @@ pub struct ReprocessSummary {
 /// Stops sending at the first row that finds the core unreachable: the rest would only
 /// burn an attempt each.
 pub fn reprocess(
-    ledger: &Ledger,
+    ledger: &dyn Store,
     core: &CoreClient,
     max_attempts: i64,
     limit: Option<u64>,

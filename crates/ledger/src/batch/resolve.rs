@@ -8,8 +8,9 @@ use serde::Serialize;
 
 use super::stored_transfer;
 use crate::core_client::{CoreClient, Inquiry};
+use crate::error::LedgerError;
 use crate::state::{Change, Row, State};
-use crate::store::{Ledger, LedgerError};
+use crate::store::Store;
 use crate::wire;
 
 #[derive(Debug, Default, Serialize)]
@@ -32,7 +33,7 @@ pub struct ResolveSummary {
 /// resolve's selection: UNKNOWN rows at least `min_age_secs` old, then (with `stale_sent`)
 /// SENT rows at least that old.
 pub fn resolve_candidates(
-    ledger: &Ledger,
+    ledger: &dyn Store,
     min_age_secs: u64,
     stale_sent: Option<u64>,
 ) -> Result<Vec<Row>, LedgerError> {
@@ -95,7 +96,7 @@ const CANARY_CANDIDATES: usize = 20;
 /// Before any row is settled: the most recent GUID the ledger holds as booked (DONE/0000)
 /// must be known to the core (inquiry answers 200). `Ok(None)`: the ledger has no booking
 /// yet, so there is nothing to check against (the caller warns).
-pub fn canary(ledger: &Ledger, core: &CoreClient) -> Result<Option<String>, ResolveError> {
+pub fn canary(ledger: &dyn Store, core: &CoreClient) -> Result<Option<String>, ResolveError> {
     let Some(row) = ledger
         .recent_bookings(CANARY_CANDIDATES)?
         .into_iter()
@@ -119,7 +120,7 @@ pub fn canary(ledger: &Ledger, core: &CoreClient) -> Result<Option<String>, Reso
 /// Every settlement names the state and the attempt it leaves, so a row that moved on (a
 /// reprocess re-claimed it) is never settled by an inquiry about its earlier attempt.
 pub fn resolve(
-    ledger: &Ledger,
+    ledger: &dyn Store,
     core: &CoreClient,
     min_age_secs: u64,
     stale_sent: Option<u64>,

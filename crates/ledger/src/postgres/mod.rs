@@ -1,0 +1,293 @@
+//! The PostgreSQL ledger (contract §7): the same statements and the same rules as SQLite's
+//! (`sqlite`), for several relays and tools sharing one ledger. Every transition is one
+//! autocommitted statement whose WHERE names the state it leaves; its row count decides.
+//! Ages are compared against the server's clock.
+
+mod pool;
+mod tls;
+pub mod url;
+
+use std::time::{Duration, Instant};
+
+use postgres::types::ToSql;
+
+use pool::Pool;
+pub use pool::Settings;
+pub use url::{PgUrl, is_pg_url};
+
+use crate::error::{LedgerError, Result};
+use crate::state::{Change, Row, State};
+use crate::store::{Durability, Store};
+
+/// The schema, built into every binary.
+pub const SCHEMA: &str = include_str!("../../../../schema.postgres.sql");
+
+/// Tools starting together take this advisory lock to apply the schema one at a time.
+const SCHEMA_LOCK: i64 = 0x7478_7265_6c61_7900; // "txrelay"
+
+/// How long applying the schema may wait (behind another tool doing the same).
+const SCHEMA_DEADLINE: Duration = Duration::from_secs(30);
+
+/// A row's columns, `updated_at` in SQLite's text form (UTC, `YYYY-MM-DD HH:MM:SS`).
+macro_rules! select {
+    ($rest:literal) => {
+        concat!(
+            "SELECT guid, tx_code, state, rsp_code, request, response, attempts, \
+             to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') FROM tx ",
+            $rest
+        )
+    };
+}
+
+const CLAIM_NEW: &str = "\
+    INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at) \
+    VALUES ($1, $2, 'SENT', $3, 1, now()) \
+    ON CONFLICT (guid) DO NOTHING";
+const RECLAIM_FAILED: &str = "\
+    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = now() \
+    WHERE guid = $1 AND state = 'FAILED' AND request = $2 \
+    RETURNING attempts";
+const RECLAIM_FOR_RESEND: &str = "\
+    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = now() \
+    WHERE guid = $1 AND state = 'FAILED' AND rsp_code = 'E902' AND attempts < $2 \
+    RETURNING attempts";
+const TRANSITION: &str = "\
+    UPDATE tx SET state = $3, rsp_code = $4, response = $5, updated_at = now() \
+    WHERE guid = $1 AND state = $2 AND ($6::integer IS NULL OR attempts = $6::integer)";
+const PURGE_CHUNK: &str = "\
+    DELETE FROM tx WHERE guid IN ( \
+        SELECT guid FROM tx WHERE state = 'DONE' \
+        AND updated_at < now() - make_interval(days => $1) \
+        ORDER BY updated_at LIMIT $2) \
+    AND state = 'DONE' AND updated_at < now() - make_interval(days => $1)";
+
+/// The ledger on a PostgreSQL server.
+pub struct PgStore {
+    pool: Pool,
+    url: PgUrl,
+}
+
+impl PgStore {
+    /// Connects (checking that commits are durable) and, unless `read_only`, applies the
+    /// schema under the advisory lock.
+    pub fn open(url: PgUrl, settings: Settings) -> Result<PgStore> {
+        let tls = tls::connector(&url).map_err(|why| LedgerError::PgOpen {
+            url: url.to_string(),
+            why,
+        })?;
+        let read_only = settings.read_only;
+        let store = PgStore {
+            pool: Pool::new(url.clone(), tls, settings),
+            url,
+        };
+        let opened = if read_only {
+            store.pool.run("connecting", |_| Ok(()))
+        } else {
+            store.pool.run_by(
+                "applying the schema",
+                Instant::now() + SCHEMA_DEADLINE,
+                |c| {
+                    c.client.batch_execute(&format!(
+                        "SET statement_timeout = 0; SELECT pg_advisory_lock({SCHEMA_LOCK}); \
+                         {SCHEMA}; SELECT pg_advisory_unlock({SCHEMA_LOCK}); \
+                         RESET statement_timeout;"
+                    ))
+                },
+            )
+        };
+        opened.map_err(|e| LedgerError::PgOpen {
+            url: store.url.to_string(),
+            why: e.to_string(),
+        })?;
+        Ok(store)
+    }
+
+    fn rows(&self, what: &'static str, sql: &'static str, params: Params) -> Result<Vec<Row>> {
+        self.pool.run(what, move |c| {
+            let st = c.prepared(sql)?;
+            let refs = params.refs();
+            c.client
+                .query(&st, &refs)?
+                .iter()
+                .map(row)
+                .collect::<std::result::Result<Vec<Row>, postgres::Error>>()
+        })
+    }
+
+    fn execute(&self, what: &'static str, sql: &'static str, params: Params) -> Result<u64> {
+        self.pool.run(what, move |c| {
+            let st = c.prepared(sql)?;
+            c.client.execute(&st, &params.refs())
+        })
+    }
+
+    /// A guarded UPDATE … RETURNING attempts: the attempt won, if any.
+    fn claim_returning(
+        &self,
+        what: &'static str,
+        sql: &'static str,
+        params: Params,
+    ) -> Result<Option<i64>> {
+        self.pool.run(what, move |c| {
+            let st = c.prepared(sql)?;
+            Ok(c.client
+                .query_opt(&st, &params.refs())?
+                .map(|r| r.get::<_, i32>(0).into()))
+        })
+    }
+}
+
+/// Owned statement parameters, moved to the connection's thread.
+struct Params(Vec<Box<dyn ToSql + Sync + Send>>);
+
+impl Params {
+    fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.0
+            .iter()
+            .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+            .collect()
+    }
+}
+
+macro_rules! params {
+    ($($p:expr),* $(,)?) => {
+        Params(vec![$(Box::new($p) as Box<dyn ToSql + Sync + Send>),*])
+    };
+}
+
+fn row(r: &postgres::Row) -> std::result::Result<Row, postgres::Error> {
+    let state: String = r.try_get(2)?;
+    Ok(Row {
+        guid: r.try_get(0)?,
+        tx_code: r.try_get(1)?,
+        // The CHECK constraint admits only the five states.
+        state: state.parse().unwrap_or(State::Received),
+        rsp_code: r.try_get(3)?,
+        request: r.try_get(4)?,
+        response: r.try_get(5)?,
+        attempts: Some(r.try_get::<_, i32>(6)?.into()),
+        updated_at: r.try_get(7)?,
+    })
+}
+
+fn int(n: u64) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+fn attempts(n: i64) -> i32 {
+    i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX })
+}
+
+fn limit(n: Option<u64>) -> Option<i64> {
+    n.map(|l| i64::try_from(l).unwrap_or(i64::MAX))
+}
+
+impl Store for PgStore {
+    fn read(&self, guid: &str) -> Result<Option<Row>> {
+        let sql = select!("WHERE guid = $1");
+        Ok(self
+            .rows("reading a row", sql, params![guid.to_string()])?
+            .pop())
+    }
+
+    fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
+        let p = params![guid.to_string(), tx_code.to_string(), request.to_vec()];
+        Ok(self.execute("claiming", CLAIM_NEW, p)? == 1)
+    }
+
+    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {
+        let p = params![guid.to_string(), request.to_vec()];
+        self.claim_returning("re-claiming", RECLAIM_FAILED, p)
+    }
+
+    fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
+        let p = params![guid.to_string(), attempts(max_attempts)];
+        self.claim_returning("re-claiming", RECLAIM_FOR_RESEND, p)
+    }
+
+    fn transition(&self, c: &Change) -> Result<bool> {
+        let p = params![
+            c.guid.clone(),
+            c.from.as_str(),
+            c.to.as_str(),
+            c.code_str().to_string(),
+            c.response.clone(),
+            c.attempt.map(attempts),
+        ];
+        Ok(self.execute("recording a result", TRANSITION, p)? == 1)
+    }
+
+    fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
+        let sql = select!(
+            "WHERE state = $1 AND updated_at <= now() - make_interval(secs => $2) \
+             ORDER BY updated_at, guid"
+        );
+        self.rows(
+            "selecting rows",
+            sql,
+            params![state.as_str(), min_age_secs as f64],
+        )
+    }
+
+    fn select_resendable(&self, max_attempts: i64, lim: Option<u64>) -> Result<Vec<Row>> {
+        let sql = select!(
+            "WHERE state = 'FAILED' AND rsp_code = 'E902' AND attempts < $1 \
+             ORDER BY updated_at, guid LIMIT $2"
+        );
+        self.rows(
+            "selecting rows",
+            sql,
+            params![attempts(max_attempts), limit(lim)],
+        )
+    }
+
+    fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
+        let sql = select!(
+            "WHERE state = 'DONE' AND updated_at < now() - make_interval(days => $1) \
+             ORDER BY updated_at, guid"
+        );
+        self.rows("selecting rows", sql, params![int(days)])
+    }
+
+    fn purge_chunk(&self, days: u64, lim: usize) -> Result<usize> {
+        let p = params![int(days), i64::try_from(lim).unwrap_or(i64::MAX)];
+        let n = self.execute("purging", PURGE_CHUNK, p)?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    fn recent_bookings(&self, lim: usize) -> Result<Vec<Row>> {
+        let sql = select!(
+            "WHERE state = 'DONE' AND rsp_code = '0000' \
+             ORDER BY updated_at DESC, guid DESC LIMIT $1"
+        );
+        self.rows(
+            "selecting rows",
+            sql,
+            params![i64::try_from(lim).unwrap_or(i64::MAX)],
+        )
+    }
+
+    fn all_rows(&self) -> Result<Vec<Row>> {
+        self.rows(
+            "reading the ledger",
+            select!("ORDER BY updated_at, guid"),
+            params![],
+        )
+    }
+
+    fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
+        self.pool.run("counting rows", |c| {
+            let st = c.prepared("SELECT state, count(*) FROM tx GROUP BY state ORDER BY state")?;
+            Ok(c.client
+                .query(&st, &[])?
+                .iter()
+                .filter_map(|r| Some((r.get::<_, String>(0).parse().ok()?, r.get(1))))
+                .collect())
+        })
+    }
+
+    /// The setting of every connection the pool may hold (opened at once if need be).
+    fn durability(&self) -> Result<Vec<Durability>> {
+        self.pool.durability_of_all()
+    }
+}

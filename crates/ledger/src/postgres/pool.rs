@@ -1,0 +1,331 @@
+//! Connections to the PostgreSQL ledger, each operation bounded by a client-side deadline.
+//!
+//! A server that stops answering without closing anything (a hung host, a storage freeze:
+//! the kernel still accepts and acknowledges, nothing replies) must cost a request seconds,
+//! never a hang. The blocking client has no per-call timeout, so each connection lives on a
+//! thread of its own that runs the operations handed to it; the caller waits for the answer
+//! up to the deadline. A connection that missed a deadline, or failed other than by a
+//! database error, is never used again: its thread ends when its call finally returns (the
+//! server came back, or the connection broke). The threads left waiting that way are
+//! counted and capped, so a long hang cannot pile them up.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use postgres::{Client, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::url::PgUrl;
+use crate::error::{LedgerError, Result};
+use crate::store::{DURABLE_COMMIT, Durability};
+
+/// A connection as the operations see it: the client and its prepared statements.
+pub struct PgConn {
+    pub client: Client,
+    statements: HashMap<&'static str, Statement>,
+    pub durability: Durability,
+}
+
+impl PgConn {
+    /// `sql` prepared once per connection.
+    pub fn prepared(
+        &mut self,
+        sql: &'static str,
+    ) -> std::result::Result<Statement, postgres::Error> {
+        if let Some(st) = self.statements.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self.client.prepare(sql)?;
+        self.statements.insert(sql, st.clone());
+        Ok(st)
+    }
+}
+
+type Job = Box<dyn FnOnce(&mut PgConn) + Send>;
+
+/// A connection's thread, seen from the pool.
+struct Worker {
+    jobs: SyncSender<Job>,
+}
+
+/// How the pool's sessions are set up.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Most connections in use or idle at once.
+    pub max: usize,
+    /// Each operation, connecting included, must answer within this.
+    pub op_deadline: Duration,
+    /// `default_transaction_read_only` for every session (`inspect`).
+    pub read_only: bool,
+    /// Shown in `pg_stat_activity`.
+    pub application_name: String,
+}
+
+pub struct Pool {
+    url: PgUrl,
+    tls: MakeRustlsConnect,
+    settings: Settings,
+    slots: Mutex<Slots>,
+    returned: Condvar,
+    /// Connection threads alive, abandoned ones included.
+    live: Arc<AtomicUsize>,
+}
+
+struct Slots {
+    idle: Vec<Worker>,
+    /// Connections counted against `max`: idle, lent, or being made.
+    open: usize,
+}
+
+impl Pool {
+    pub fn new(url: PgUrl, tls: MakeRustlsConnect, settings: Settings) -> Pool {
+        Pool {
+            url,
+            tls,
+            settings,
+            slots: Mutex::new(Slots {
+                idle: Vec::new(),
+                open: 0,
+            }),
+            returned: Condvar::new(),
+            live: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on a connection, within the operation deadline.
+    pub fn run<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut PgConn) -> std::result::Result<T, postgres::Error> + Send + 'static,
+    ) -> Result<T> {
+        self.run_by(what, Instant::now() + self.settings.op_deadline, f)
+    }
+
+    /// Runs `f` on a connection, answering by `deadline` whatever the server does.
+    pub fn run_by<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        deadline: Instant,
+        f: impl FnOnce(&mut PgConn) -> std::result::Result<T, postgres::Error> + Send + 'static,
+    ) -> Result<T> {
+        let worker = self.checkout(what, deadline)?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |c| {
+            let _ = tx.send(f(c));
+        });
+        if worker.jobs.send(job).is_err() {
+            self.forget();
+            return Err(LedgerError::Unavailable(format!(
+                "{what}: the database connection ended"
+            )));
+        }
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Ok(v)) => {
+                self.checkin(worker);
+                Ok(v)
+            }
+            Ok(Err(e)) => {
+                // A database error (a constraint, a cancelled statement) leaves the session
+                // usable; anything else (I/O, a closed connection) does not.
+                if e.as_db_error().is_some() && !e.is_closed() {
+                    self.checkin(worker);
+                } else {
+                    self.forget();
+                }
+                Err(LedgerError::Pg(e))
+            }
+            Err(_) => {
+                self.forget(); // dropping `worker` lets its thread end once the call returns
+                Err(LedgerError::Deadline {
+                    what,
+                    after: self.settings.op_deadline,
+                })
+            }
+        }
+    }
+
+    /// Holds every connection the pool may have at once and reads each one's durability.
+    pub fn durability_of_all(&self) -> Result<Vec<Durability>> {
+        let deadline = Instant::now() + self.settings.op_deadline;
+        let mut held = Vec::new();
+        let mut out = Vec::new();
+        let mut failed = None;
+        for _ in 0..self.settings.max {
+            match self.checkout("reading settings", deadline) {
+                Ok(w) => held.push(w),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        for w in held {
+            let (tx, rx) = mpsc::sync_channel(1);
+            let job: Job = Box::new(move |c| {
+                let _ = tx.send(c.durability.clone());
+            });
+            let sent = w.jobs.send(job).is_ok();
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(d) if sent => {
+                    out.push(d);
+                    self.checkin(w);
+                }
+                _ => self.forget(),
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    fn checkin(&self, worker: Worker) {
+        self.slots().idle.push(worker);
+        self.returned.notify_one();
+    }
+
+    /// A lent connection is gone for good.
+    fn forget(&self) {
+        self.slots().open -= 1;
+        self.returned.notify_one();
+    }
+
+    fn checkout(&self, what: &'static str, deadline: Instant) -> Result<Worker> {
+        let mut slots = self.slots();
+        loop {
+            if let Some(w) = slots.idle.pop() {
+                return Ok(w);
+            }
+            if slots.open < self.settings.max {
+                if self.live.load(Ordering::SeqCst) >= 2 * self.settings.max {
+                    return Err(LedgerError::Unavailable(format!(
+                        "{what}: {} database connections are stuck waiting for the server",
+                        self.live.load(Ordering::SeqCst)
+                    )));
+                }
+                slots.open += 1;
+                drop(slots);
+                return self.connect(what, deadline).inspect_err(|_| self.forget());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(LedgerError::PoolExhausted);
+            }
+            slots = self
+                .returned
+                .wait_timeout(slots, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Starts a connection's thread and waits (up to `deadline`) until it is connected and
+    /// its session is set up.
+    fn connect(&self, what: &'static str, deadline: Instant) -> Result<Worker> {
+        let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(1);
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<()>>(1);
+        let mut config = self.url.config.clone();
+        config
+            .connect_timeout(self.settings.op_deadline)
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(30))
+            .application_name(&self.settings.application_name);
+        let tls = self.tls.clone();
+        let settings = self.settings.clone();
+        let live = Arc::clone(&self.live);
+        live.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name("ledger-pg".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let _alive = LiveGuard(live);
+                let conn = config
+                    .connect(tls)
+                    .map_err(LedgerError::Pg)
+                    .and_then(|client| set_up(client, &settings));
+                match conn {
+                    Ok(conn) => {
+                        if ready_tx.send(Ok(())).is_ok() {
+                            serve(conn, &jobs_rx);
+                        }
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+            return Err(LedgerError::Unavailable(format!(
+                "{what}: cannot start a database connection thread: {e}"
+            )));
+        }
+        match ready_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Ok(())) => Ok(Worker { jobs: jobs_tx }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(LedgerError::Deadline {
+                what: "connecting to the database",
+                after: self.settings.op_deadline,
+            }),
+        }
+    }
+}
+
+/// Counts a connection thread as alive until it ends.
+struct LiveGuard(Arc<AtomicUsize>);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn serve(mut conn: PgConn, jobs: &Receiver<Job>) {
+    while let Ok(job) = jobs.recv() {
+        job(&mut conn);
+        if conn.client.is_closed() {
+            return;
+        }
+    }
+}
+
+/// A new session: commits durable (`synchronous_commit` not `off`: set to `on` if it was,
+/// and checked), server-side timeouts as a backstop to ours, read-only if asked.
+fn set_up(mut client: Client, s: &Settings) -> Result<PgConn> {
+    let ms = s.op_deadline.as_millis();
+    let mut sql = format!("SET statement_timeout = {ms}; SET lock_timeout = {ms};");
+    if s.read_only {
+        sql.push_str("SET default_transaction_read_only = on;");
+    }
+    client.batch_execute(&sql).map_err(LedgerError::Pg)?;
+    let show = |c: &mut Client| -> Result<String> {
+        c.query_one("SHOW synchronous_commit", &[])
+            .and_then(|r| r.try_get::<_, String>(0))
+            .map_err(LedgerError::Pg)
+    };
+    let mut sync = show(&mut client)?;
+    if !DURABLE_COMMIT.contains(&sync.as_str()) {
+        client
+            .batch_execute("SET synchronous_commit = on")
+            .map_err(LedgerError::Pg)?;
+        sync = show(&mut client)?;
+    }
+    let durability = Durability::Postgres {
+        synchronous_commit: sync,
+    };
+    if !durability.is_durable() {
+        return Err(LedgerError::NotDurable(format!("{durability:?}")));
+    }
+    Ok(PgConn {
+        client,
+        statements: HashMap::new(),
+        durability,
+    })
+}

@@ -1,0 +1,678 @@
+//! The SQLite ledger: schema, and every state change and selection as SQL (the PostgreSQL
+//! twin is `postgres`).
+//!
+//! Every transition is ONE statement whose WHERE clause names the state it leaves; its row
+//! count says whether it happened. Nothing here reads a row to decide a write: two threads
+//! (or two processes) racing for the same GUID are arbitrated by SQLite, not by us.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, params};
+
+pub use crate::error::{LedgerError, Result};
+pub use crate::state::{Change, Row, State};
+pub use crate::store::{Durability, PURGE_CHUNK, Store};
+
+/// The schema file at the repository root, built into every binary.
+pub const SCHEMA: &str = include_str!("../../../schema.sql");
+
+/// Bumped whenever `SCHEMA` changes; `PRAGMA user_version` records what a file has seen.
+const SCHEMA_VERSION: i64 = 1;
+
+// The transitions. Each names, in its WHERE, the state it leaves; its row count decides.
+const CLAIM_NEW: &str = "\
+    INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at) \
+    VALUES (?1, ?2, 'SENT', ?3, 1, datetime('now')) \
+    ON CONFLICT (guid) DO NOTHING";
+const RECLAIM_FAILED: &str = "\
+    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
+    WHERE guid = ?1 AND state = 'FAILED' AND request = ?2 \
+    RETURNING attempts";
+const RECLAIM_FOR_RESEND: &str = "\
+    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
+    WHERE guid = ?1 AND state = 'FAILED' AND rsp_code = 'E902' AND attempts < ?2 \
+    RETURNING attempts";
+const TRANSITION: &str = "\
+    UPDATE tx SET state = ?3, rsp_code = ?4, response = ?5, updated_at = datetime('now') \
+    WHERE guid = ?1 AND state = ?2 AND (?6 IS NULL OR attempts = ?6)";
+const PURGE_CHUNK_SQL: &str = "\
+    DELETE FROM tx WHERE guid IN ( \
+        SELECT guid FROM tx WHERE state = 'DONE' AND updated_at < datetime('now', ?1) \
+        ORDER BY updated_at LIMIT ?2) \
+    AND state = 'DONE' AND updated_at < datetime('now', ?1)";
+
+/// How long a statement waits for another writer before giving up (then: E905).
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl ToSql for State {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for State {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let s = value.as_str()?;
+        s.parse().map_err(|e: String| FromSqlError::Other(e.into()))
+    }
+}
+
+const ROW_COLUMNS: &str = "guid, tx_code, state, rsp_code, request, response, attempts, updated_at";
+
+fn lenient_text(v: ValueRef<'_>) -> Option<String> {
+    match v {
+        ValueRef::Null => None,
+        ValueRef::Integer(i) => Some(i.to_string()),
+        ValueRef::Real(r) => Some(r.to_string()),
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+    }
+}
+
+fn lenient_bytes(v: ValueRef<'_>) -> Option<Vec<u8>> {
+    match v {
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(b.to_vec()),
+        _ => None,
+    }
+}
+
+impl Row {
+    fn from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+        Ok(Row {
+            guid: lenient_text(r.get_ref(0)?).unwrap_or_default(),
+            tx_code: lenient_text(r.get_ref(1)?),
+            state: r.get(2)?,
+            rsp_code: lenient_text(r.get_ref(3)?),
+            request: lenient_bytes(r.get_ref(4)?),
+            response: lenient_bytes(r.get_ref(5)?),
+            attempts: match r.get_ref(6)? {
+                ValueRef::Integer(i) => Some(i),
+                _ => None,
+            },
+            updated_at: lenient_text(r.get_ref(7)?).unwrap_or_default(),
+        })
+    }
+}
+
+/// One SQLite connection to the ledger, configured for durable claims.
+/// A `Ledger` is used by one thread at a time (it is `Send`, not `Sync`).
+pub struct Ledger {
+    conn: Connection,
+}
+
+impl Ledger {
+    /// Opens a ledger that must already exist: for the tools that work on the relay's ledger.
+    pub fn open_existing(path: &Path) -> Result<Ledger> {
+        if !plain_path(path)?.exists() {
+            return Err(LedgerError::Missing(path.to_path_buf()));
+        }
+        Ledger::open(path)
+    }
+
+    /// Opens an existing ledger read-only, as it is: no pragma, no schema change (`inspect`).
+    pub fn open_read_only(path: &Path) -> Result<Ledger> {
+        if !plain_path(path)?.exists() {
+            return Err(LedgerError::Missing(path.to_path_buf()));
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|source| LedgerError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Ledger { conn })
+    }
+
+    /// Opens (creating if needed) the ledger at `path`, sets and verifies WAL and
+    /// `synchronous=FULL`, and brings the schema up to date.
+    pub fn open(path: &Path) -> Result<Ledger> {
+        let open_err = |source| LedgerError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        create_private(plain_path(path)?);
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(open_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(LedgerError::Pragma {
+                path: path.to_path_buf(),
+                pragma: "journal_mode=WAL",
+                got: mode,
+            });
+        }
+        conn.execute_batch("PRAGMA synchronous=FULL")
+            .map_err(open_err)?;
+        let sync: i64 = conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .map_err(open_err)?;
+        if sync != 2 {
+            return Err(LedgerError::Pragma {
+                path: path.to_path_buf(),
+                pragma: "synchronous=FULL",
+                got: sync.to_string(),
+            });
+        }
+        migrate(&conn).map_err(open_err)?;
+        Ok(Ledger { conn })
+    }
+
+    /// What this connection's durability rests on.
+    pub fn durability(&self) -> Result<Durability> {
+        Ok(Durability::Sqlite {
+            journal_mode: self
+                .conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))?,
+            synchronous: self
+                .conn
+                .query_row("PRAGMA synchronous", [], |r| r.get(0))?,
+        })
+    }
+
+    /// Step 1 of the relay: the GUID is ours iff this inserts the row (attempt 1).
+    pub fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
+        let n = self
+            .conn
+            .prepare_cached(CLAIM_NEW)?
+            .execute(params![guid, tx_code, request])?;
+        Ok(n == 1)
+    }
+
+    /// The relay's re-claim of a GUID whose earlier send provably never left, for the very
+    /// request stored with it (the row was read before; this makes the read irrelevant).
+    /// Returns the attempt claimed, if the row was ours to claim.
+    pub fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {
+        self.claim_returning(RECLAIM_FAILED, params![guid, request])
+    }
+
+    /// reprocess's re-claim: the same move, but only for rows its selection rule admits, so
+    /// that a row changed since it was listed (or listed by a buggy caller) is never resent.
+    pub fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
+        self.claim_returning(RECLAIM_FOR_RESEND, params![guid, max_attempts])
+    }
+
+    /// A guarded UPDATE with `RETURNING attempts`: a row back means the claim was won (SQLite
+    /// makes the whole change in the first step).
+    fn claim_returning(&self, sql: &str, p: impl rusqlite::Params) -> Result<Option<i64>> {
+        Ok(self
+            .conn
+            .prepare_cached(sql)?
+            .query_row(p, |r| r.get::<_, i64>(0))
+            .optional()?)
+    }
+
+    /// Makes `change` iff the row is still in its `from` state (and on its attempt, when it
+    /// names one). Used for the relay's result (from SENT) and resolve's settlements (from
+    /// UNKNOWN, or from SENT with --stale-sent).
+    pub fn transition(&self, c: &Change) -> Result<bool> {
+        let n = self.conn.prepare_cached(TRANSITION)?.execute(params![
+            c.guid,
+            c.from,
+            c.to,
+            c.code_str(),
+            c.response,
+            c.attempt
+        ])?;
+        Ok(n == 1)
+    }
+
+    /// The row for `guid`, if any.
+    pub fn get(&self, guid: &str) -> Result<Option<Row>> {
+        let sql = format!("SELECT {ROW_COLUMNS} FROM tx WHERE guid = ?1");
+        Ok(self
+            .conn
+            .prepare_cached(&sql)?
+            .query_row(params![guid], Row::from_sql)
+            .optional()?)
+    }
+
+    /// resolve's selection: UNKNOWN rows (or, with `State::Sent`, orphaned SENT rows) whose
+    /// last change is at least `min_age_secs` old, oldest first.
+    pub fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM tx WHERE state = ?1 \
+             AND updated_at <= datetime('now', ?2) ORDER BY updated_at, guid"
+        );
+        self.rows(&sql, params![state, age_modifier(min_age_secs, "seconds")])
+    }
+
+    /// reprocess's selection: only what the ledger proves was never sent, below the attempt
+    /// cap, oldest first, at most `limit` rows.
+    pub fn select_resendable(&self, max_attempts: i64, limit: Option<u64>) -> Result<Vec<Row>> {
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM tx WHERE state = 'FAILED' AND rsp_code = 'E902' \
+             AND attempts < ?1 ORDER BY updated_at, guid LIMIT ?2"
+        );
+        let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        self.rows(&sql, params![max_attempts, limit])
+    }
+
+    /// purge's selection, for --dry-run: DONE rows older than `days`.
+    pub fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM tx WHERE state = 'DONE' \
+             AND updated_at < datetime('now', ?1) ORDER BY updated_at, guid"
+        );
+        self.rows(&sql, params![age_modifier(days, "days")])
+    }
+
+    /// Deletes at most `limit` DONE rows older than `days`, in one short transaction; no
+    /// other state is ever deleted. Returns how many went.
+    pub fn purge_chunk(&self, days: u64, limit: usize) -> Result<usize> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        Ok(self
+            .conn
+            .prepare_cached(PURGE_CHUNK_SQL)?
+            .execute(params![age_modifier(days, "days"), limit])?)
+    }
+
+    /// The most recent DONE/0000 rows, newest first: `resolve`'s canary candidates.
+    pub fn recent_bookings(&self, limit: usize) -> Result<Vec<Row>> {
+        let sql = format!(
+            "SELECT {ROW_COLUMNS} FROM tx WHERE state = 'DONE' AND rsp_code = '0000' \
+             ORDER BY updated_at DESC, guid DESC LIMIT ?1"
+        );
+        self.rows(&sql, params![i64::try_from(limit).unwrap_or(i64::MAX)])
+    }
+
+    /// Every row, oldest change first (for `inspect`; ledgers are kept small by purge).
+    pub fn all_rows(&self) -> Result<Vec<Row>> {
+        let sql = format!("SELECT {ROW_COLUMNS} FROM tx ORDER BY updated_at, guid");
+        self.rows(&sql, [])
+    }
+
+    /// Row counts by state, for summaries and checks.
+    pub fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT state, count(*) FROM tx GROUP BY state ORDER BY state")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn rows(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Row>> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(params, Row::from_sql)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The raw connection, for tests and tools that inspect the file (never for transitions).
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+/// A `datetime('now', ?)` modifier, bound as a parameter: no SQL is built from input.
+fn age_modifier(n: u64, unit: &str) -> String {
+    format!("-{n} {unit}")
+}
+
+/// `path`, refused if it is an SQLite URI (`file:...`): URI parameters such as `nolock=1`,
+/// `immutable=1` or `vfs=` could quietly weaken how claims are arbitrated.
+fn plain_path(path: &Path) -> Result<&Path> {
+    if path.to_string_lossy().starts_with("file:") {
+        return Err(LedgerError::NotAPath(path.display().to_string()));
+    }
+    Ok(path)
+}
+
+/// Creates a new ledger file readable by its owner only: it holds account numbers and
+/// amounts. SQLite gives the -wal and -shm files the same mode. An existing file is left as
+/// it is; any error here resurfaces, with a better message, when SQLite opens the path.
+fn create_private(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path);
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
+/// Applies the schema when the file's `user_version` says it has not seen this version.
+/// The schema is idempotent, so a file made by hand from schema.sql (version 0) is fine.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE; {SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+    ))
+    .inspect_err(|_| {
+        let _ = conn.execute_batch("ROLLBACK");
+    })
+}
+
+/// One connection, shared under a lock: the batch tools' and `inspect`'s store.
+impl Store for Mutex<Ledger> {
+    fn read(&self, guid: &str) -> Result<Option<Row>> {
+        lock(self).get(guid)
+    }
+    fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
+        lock(self).claim_new(guid, tx_code, request)
+    }
+    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {
+        lock(self).reclaim_failed(guid, request)
+    }
+    fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
+        lock(self).reclaim_for_resend(guid, max_attempts)
+    }
+    fn transition(&self, change: &Change) -> Result<bool> {
+        lock(self).transition(change)
+    }
+    fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
+        lock(self).select_aged(state, min_age_secs)
+    }
+    fn select_resendable(&self, max_attempts: i64, limit: Option<u64>) -> Result<Vec<Row>> {
+        lock(self).select_resendable(max_attempts, limit)
+    }
+    fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
+        lock(self).select_purgeable(days)
+    }
+    fn purge_chunk(&self, days: u64, limit: usize) -> Result<usize> {
+        lock(self).purge_chunk(days, limit)
+    }
+    fn recent_bookings(&self, limit: usize) -> Result<Vec<Row>> {
+        lock(self).recent_bookings(limit)
+    }
+    fn all_rows(&self) -> Result<Vec<Row>> {
+        lock(self).all_rows()
+    }
+    fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
+        lock(self).count_by_state()
+    }
+    fn durability(&self) -> Result<Vec<Durability>> {
+        Ok(vec![lock(self).durability()?])
+    }
+}
+
+fn lock(l: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
+    l.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp() -> (tempfile::TempDir, Ledger) {
+        let dir = tempfile::tempdir().unwrap();
+        let l = Ledger::open(&dir.path().join("l.db")).unwrap();
+        (dir, l)
+    }
+
+    #[test]
+    fn purge_deletes_in_bounded_chunks_and_only_old_done_rows() {
+        let (_d, l) = temp();
+        l.connection()
+            .execute_batch(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 25)
+                 INSERT INTO tx (guid, state, rsp_code, updated_at)
+                 SELECT 'D' || i, 'DONE', '0000', datetime('now', '-40 days') FROM n;
+                 INSERT INTO tx (guid, state, updated_at) VALUES
+                 ('U', 'UNKNOWN', datetime('now', '-400 days')),
+                 ('F', 'FAILED', datetime('now', '-400 days')),
+                 ('S', 'SENT', datetime('now', '-400 days')),
+                 ('D-new', 'DONE', datetime('now', '-1 days'));",
+            )
+            .unwrap();
+        assert_eq!(l.purge_chunk(30, 10).unwrap(), 10);
+        assert_eq!(l.purge_chunk(30, 10).unwrap(), 10);
+        assert_eq!(l.purge_chunk(30, 10).unwrap(), 5);
+        assert_eq!(l.purge_chunk(30, 10).unwrap(), 0);
+        let left: i64 = l
+            .connection()
+            .query_row("SELECT count(*) FROM tx", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 4);
+    }
+
+    #[test]
+    fn an_sqlite_uri_is_refused_as_a_ledger_path() {
+        let dir = tempfile::tempdir().unwrap();
+        for db in [
+            "file:l.db?nolock=1",
+            "file:l.db?immutable=1",
+            "file:l.db?vfs=unix-none",
+        ] {
+            let p = dir.path().join(db);
+            // Relative, as an operator would type it; joined paths keep the prefix.
+            for path in [Path::new(db), p.as_path()] {
+                let e = Ledger::open(path).err();
+                if path.is_relative() {
+                    assert!(matches!(e, Some(LedgerError::NotAPath(_))), "{db}: {e:?}");
+                }
+            }
+            assert!(matches!(
+                Ledger::open_existing(Path::new(db)).err(),
+                Some(LedgerError::NotAPath(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn read_only_open_changes_nothing_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("hand.db");
+        {
+            // A ledger made by hand from the contract's columns: rollback journal, no index,
+            // user_version 0.
+            let c = Connection::open(&p).unwrap();
+            c.execute_batch(
+                "CREATE TABLE tx (guid TEXT PRIMARY KEY, tx_code TEXT, state TEXT NOT NULL,
+                 rsp_code TEXT, request BLOB, response BLOB, attempts INTEGER NOT NULL DEFAULT 0,
+                 updated_at TEXT NOT NULL DEFAULT (datetime('now')));
+                 INSERT INTO tx (guid, state) VALUES ('H', 'UNKNOWN');",
+            )
+            .unwrap();
+        }
+        let before = std::fs::read(&p).unwrap();
+        let l = Ledger::open_read_only(&p).unwrap();
+        assert_eq!(l.get("H").unwrap().unwrap().state, State::Unknown);
+        assert_eq!(l.count_by_state().unwrap(), vec![(State::Unknown, 1)]);
+        assert!(l.claim_new("G", "TRNF", b"x").is_err(), "read-only");
+        drop(l);
+        assert_eq!(std::fs::read(&p).unwrap(), before, "file unchanged");
+        assert!(
+            !dir.path().join("hand.db-wal").exists(),
+            "not switched to WAL"
+        );
+    }
+
+    /// The batch tools (resolve, reprocess, purge) open the ledger with `open_existing`: their
+    /// writes must be as durable as the relay's.
+    #[test]
+    fn every_batch_tool_connection_is_wal_and_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("l.db");
+        drop(Ledger::open(&p).unwrap());
+        let d = Ledger::open_existing(&p).unwrap().durability().unwrap();
+        assert!(d.is_durable(), "{d:?}");
+        assert!(
+            matches!(d, Durability::Sqlite { synchronous: 2, .. }),
+            "FULL, not NORMAL: {d:?}"
+        );
+    }
+
+    #[test]
+    fn state_round_trips() {
+        for s in State::ALL {
+            assert_eq!(s.as_str().parse::<State>().unwrap(), s);
+        }
+        assert!("DONEX".parse::<State>().is_err());
+    }
+
+    #[test]
+    fn open_sets_wal_full_and_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("l.db");
+        let a = Ledger::open(&p).unwrap();
+        let b = Ledger::open(&p).unwrap();
+        for l in [&a, &b] {
+            let mode: String = l
+                .connection()
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, "wal");
+        }
+        // The schema text itself is harmless twice.
+        a.connection().execute_batch(SCHEMA).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    fn change(guid: &str, from: State, attempt: Option<i64>, to: State, code: &[u8; 4]) -> Change {
+        Change {
+            guid: guid.into(),
+            from,
+            attempt,
+            to,
+            code: *code,
+            response: b"r".to_vec(),
+        }
+    }
+
+    #[test]
+    fn claim_once_then_transitions_are_guarded() {
+        let (_d, l) = temp();
+        assert!(l.claim_new("G1", "TRNF", b"req").unwrap());
+        assert!(!l.claim_new("G1", "TRNF", b"req").unwrap());
+        assert_eq!(
+            l.reclaim_failed("G1", b"req").unwrap(),
+            None,
+            "SENT is not FAILED"
+        );
+        assert!(
+            l.transition(&change("G1", State::Sent, Some(1), State::Failed, b"E902"))
+                .unwrap()
+        );
+        assert!(
+            !l.transition(&change("G1", State::Sent, Some(1), State::Done, b"0000"))
+                .unwrap(),
+            "left SENT already"
+        );
+        assert_eq!(
+            l.reclaim_failed("G1", b"other").unwrap(),
+            None,
+            "another request"
+        );
+        assert_eq!(l.reclaim_failed("G1", b"req").unwrap(), Some(2));
+        assert_eq!(l.reclaim_failed("G1", b"req").unwrap(), None);
+        let row = l.get("G1").unwrap().unwrap();
+        assert_eq!(row.state, State::Sent);
+        assert_eq!(row.attempts, Some(2));
+        assert_eq!(row.request.as_deref(), Some(&b"req"[..]));
+    }
+
+    /// A result names the claim it belongs to: attempt 1's late result cannot land on the
+    /// row while attempt 2 holds it.
+    #[test]
+    fn a_late_result_never_lands_on_a_later_claim() {
+        let (_d, l) = temp();
+        assert!(l.claim_new("G1", "TRNF", b"req").unwrap());
+        // resolve --stale-sent settled attempt 1 by a 404 while its POST was still on its way.
+        assert!(
+            l.transition(&change("G1", State::Sent, Some(1), State::Failed, b"E902"))
+                .unwrap()
+        );
+        assert_eq!(l.reclaim_failed("G1", b"req").unwrap(), Some(2));
+        assert!(
+            !l.transition(&change("G1", State::Sent, Some(1), State::Done, b"0000"))
+                .unwrap(),
+            "attempt 1's result must not land on attempt 2's claim"
+        );
+        assert!(
+            l.transition(&change("G1", State::Sent, Some(2), State::Done, b"0000"))
+                .unwrap()
+        );
+    }
+
+    #[test]
+    fn reclaim_for_resend_checks_code_and_attempts() {
+        let (_d, l) = temp();
+        l.connection()
+            .execute_batch(
+                "INSERT INTO tx (guid, state, rsp_code, attempts) VALUES
+                 ('A','FAILED','E902',1), ('B','FAILED','E901',1), ('C','FAILED','E902',3),
+                 ('D','UNKNOWN','E902',1);",
+            )
+            .unwrap();
+        assert_eq!(l.reclaim_for_resend("A", 3).unwrap(), Some(2));
+        assert_eq!(l.reclaim_for_resend("B", 3).unwrap(), None);
+        assert_eq!(l.reclaim_for_resend("C", 3).unwrap(), None);
+        assert_eq!(l.reclaim_for_resend("D", 3).unwrap(), None);
+    }
+
+    #[test]
+    fn selections_follow_the_contract() {
+        let (_d, l) = temp();
+        l.connection()
+            .execute_batch(
+                "INSERT INTO tx (guid, state, rsp_code, attempts, updated_at) VALUES
+                 ('U-old','UNKNOWN','E901',1, datetime('now','-120 seconds')),
+                 ('U-new','UNKNOWN','E901',1, datetime('now')),
+                 ('S-old','SENT',NULL,1, datetime('now','-120 seconds')),
+                 ('F-ok','FAILED','E902',1, datetime('now','-1 days')),
+                 ('F-max','FAILED','E902',3, datetime('now','-1 days')),
+                 ('F-other','FAILED','E901',1, datetime('now','-1 days')),
+                 ('D-old','DONE','0000',1, datetime('now','-10 days')),
+                 ('D-new','DONE','0000',1, datetime('now','-1 days')),
+                 ('U-ancient','UNKNOWN','E901',1, datetime('now','-100 days')),
+                 ('F-ancient','FAILED','E902',9, datetime('now','-100 days'));",
+            )
+            .unwrap();
+        let guids = |rows: Vec<Row>| rows.into_iter().map(|r| r.guid).collect::<Vec<_>>();
+        assert_eq!(
+            guids(l.select_aged(State::Unknown, 60).unwrap()),
+            ["U-ancient", "U-old"]
+        );
+        assert_eq!(guids(l.select_aged(State::Sent, 60).unwrap()), ["S-old"]);
+        assert_eq!(guids(l.select_resendable(3, None).unwrap()), ["F-ok"]);
+        assert_eq!(
+            guids(l.select_resendable(3, Some(0)).unwrap()),
+            Vec::<String>::new()
+        );
+        assert_eq!(guids(l.select_purgeable(7).unwrap()), ["D-old"]);
+        assert_eq!(l.purge_chunk(7, 10).unwrap(), 1);
+        assert_eq!(l.purge_chunk(7, 10).unwrap(), 0);
+        assert!(l.get("U-ancient").unwrap().is_some());
+        assert!(l.get("F-ancient").unwrap().is_some());
+    }
+
+    #[test]
+    fn hand_made_rows_read_leniently() {
+        let (_d, l) = temp();
+        l.connection()
+            .execute_batch(
+                "INSERT INTO tx (guid, state, updated_at) VALUES ('H','DONE','2020-01-01 00:00:00');
+                 INSERT INTO tx (guid, state, request, attempts) VALUES ('T','FAILED','text', 'x');",
+            )
+            .unwrap();
+        let h = l.get("H").unwrap().unwrap();
+        assert_eq!((h.request, h.response, h.rsp_code), (None, None, None));
+        let t = l.get("T").unwrap().unwrap();
+        assert_eq!(t.request.as_deref(), Some(&b"text"[..]));
+        assert_eq!(t.attempts, None);
+    }
+}

@@ -1,0 +1,39 @@
+//! One suite for every ledger backend: the same tests of the `Store` interface against
+//! SQLite and against a real PostgreSQL server (started by the tests, see testkit::pg),
+//! guarded transitions and the races included.
+
+mod backend;
+mod races;
+mod transitions;
+
+/// Instantiates each test once per backend: `sqlite::NAME` and `postgres::NAME`. A backend
+/// that is not available here (PostgreSQL not installed, outside CI) skips with one line.
+macro_rules! for_each_backend {
+    ($($module:ident :: $test:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $test() { crate::$module::$test(&crate::backend::Backend::sqlite()); } )*
+        }
+        mod postgres {
+            $( #[test] fn $test() {
+                if let Some(b) = crate::backend::Backend::postgres() {
+                    crate::$module::$test(&b);
+                }
+            } )*
+        }
+    };
+}
+
+for_each_backend!(
+    transitions::a_claim_is_won_once_and_every_transition_is_guarded,
+    transitions::a_late_result_never_lands_on_a_later_claim,
+    transitions::reprocess_reclaims_only_failed_e902_below_the_cap,
+    transitions::selections_follow_the_contract,
+    transitions::purge_deletes_in_bounded_chunks_and_only_old_done_rows,
+    transitions::the_newest_booking_is_the_canary,
+    transitions::every_connection_commits_durably,
+    transitions::rows_made_by_hand_with_only_the_required_columns_are_read,
+    races::fifty_threads_claiming_one_guid_one_wins,
+    races::fifty_threads_reclaiming_one_failed_guid_one_wins,
+    races::two_reprocess_runs_at_once_send_each_row_once,
+    races::resolve_racing_the_relay_never_books_twice,
+);

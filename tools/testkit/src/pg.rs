@@ -1,0 +1,367 @@
+//! Throwaway PostgreSQL servers for tests, started from the installed binaries: `initdb`
+//! into a temp folder, `pg_ctl start` on a free port and a private socket folder, stopped
+//! (and the folder removed) when the test process ends. As root, the server runs as the
+//! `postgres` user (`initdb` refuses root). `TEST_DATABASE_URL`, when set, is used instead
+//! of a server of our own.
+//!
+//! Each test takes a schema of its own (`Server::fresh_db`): a URL whose `options` set the
+//! `search_path`, so that the ledger's `tx` table is a new one.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// Set (to anything) where a missing PostgreSQL must fail the tests instead of skipping
+/// them: CI sets it.
+pub const REQUIRE_ENV: &str = "REQUIRE_POSTGRES";
+
+/// A PostgreSQL server the tests may use.
+pub struct Server {
+    /// `postgres://user@host:port/db` without query.
+    base: String,
+    /// Our own cluster, if we started one (None with TEST_DATABASE_URL).
+    own: Option<Cluster>,
+}
+
+/// A cluster started by us.
+pub struct Cluster {
+    bin: PathBuf,
+    data: PathBuf,
+    pub port: u16,
+    /// Keeps the folder (data, sockets, log) until the cluster is dropped.
+    _dir: tempfile::TempDir,
+}
+
+static SHARED: OnceLock<Option<Server>> = OnceLock::new();
+static STARTED: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+static NEXT_SCHEMA: AtomicU64 = AtomicU64::new(0);
+
+/// The server shared by every test of this process, started on first use. `None` (after one
+/// line on stderr) when PostgreSQL is not installed and `REQUIRE_POSTGRES` is not set.
+pub fn shared() -> Option<&'static Server> {
+    SHARED
+        .get_or_init(|| match Server::start() {
+            Ok(s) => Some(s),
+            Err(e) if std::env::var_os(REQUIRE_ENV).is_none() => {
+                eprintln!("skipping the PostgreSQL tests: {e:#}");
+                None
+            }
+            Err(e) => panic!("PostgreSQL is required here ({REQUIRE_ENV} is set): {e:#}"),
+        })
+        .as_ref()
+}
+
+impl Server {
+    /// `TEST_DATABASE_URL` if set, else a cluster of our own.
+    pub fn start() -> anyhow::Result<Server> {
+        if let Ok(url) = std::env::var("TEST_DATABASE_URL") {
+            return Ok(Server {
+                base: url.split('?').next().unwrap_or(&url).to_string(),
+                own: None,
+            });
+        }
+        Server::own()
+    }
+
+    /// A cluster of our own, even with `TEST_DATABASE_URL` set (for tests that restart,
+    /// pause or stop the server).
+    pub fn own() -> anyhow::Result<Server> {
+        let c = Cluster::start()?;
+        Ok(Server {
+            base: format!("postgres://postgres@127.0.0.1:{}/postgres", c.port),
+            own: Some(c),
+        })
+    }
+
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.own.as_ref()
+    }
+
+    /// A URL to a new, empty schema of its own.
+    pub fn fresh_db(&self) -> String {
+        let n = NEXT_SCHEMA.fetch_add(1, Ordering::SeqCst);
+        let schema = format!("t{}_{n}", std::process::id());
+        self.exec(&format!("CREATE SCHEMA {schema}"))
+            .unwrap_or_else(|e| panic!("cannot create schema {schema}: {e:#}"));
+        format!("{}?options=-c%20search_path%3D{schema}", self.base)
+    }
+
+    /// Runs SQL on the server's database as the tests' superuser.
+    pub fn exec(&self, sql: &str) -> anyhow::Result<()> {
+        exec_on(&self.base, sql)
+    }
+}
+
+/// Runs SQL on `url` (a libpq URL, `options` honoured).
+pub fn exec_on(url: &str, sql: &str) -> anyhow::Result<()> {
+    let mut c = postgres::Client::connect(url, postgres::NoTls)
+        .with_context(|| format!("cannot connect to {}", ledger::postgres::url::mask(url)))?;
+    c.batch_execute(sql).with_context(|| sql.to_string())
+}
+
+impl Cluster {
+    pub fn start() -> anyhow::Result<Cluster> {
+        let bin = pg_bin_dir()?;
+        let dir = tempfile::Builder::new().prefix("txrelay-pg").tempdir()?;
+        let data = dir.path().join("data");
+        let sockets = dir.path().join("sock");
+        std::fs::create_dir(&sockets)?;
+        give_to_postgres(dir.path())?;
+        give_to_postgres(&sockets)?;
+        let out = as_postgres(&bin.join("initdb"))
+            .args([
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "-D",
+            ])
+            .arg(&data)
+            .output()
+            .context("cannot run initdb")?;
+        if !out.status.success() {
+            bail!("initdb failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let port = crate::free_port();
+        let c = Cluster {
+            bin,
+            data,
+            port,
+            _dir: dir,
+        };
+        c.pg_ctl_start(&sockets)?;
+        STARTED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((c.bin.clone(), c.data.clone()));
+        register_stop_at_exit();
+        Ok(c)
+    }
+
+    fn pg_ctl_start(&self, sockets: &Path) -> anyhow::Result<()> {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=300",
+            self.port,
+            sockets.display()
+        );
+        let log = self.data.parent().unwrap_or(&self.data).join("server.log");
+        let out = as_postgres(&self.bin.join("pg_ctl"))
+            .args(["start", "-w", "-t", "30", "-D"])
+            .arg(&self.data)
+            .args(["-l"])
+            .arg(&log)
+            .args(["-o", &opts])
+            .stdout(Stdio::null())
+            .output()
+            .context("cannot run pg_ctl start")?;
+        if !out.status.success() {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            bail!(
+                "pg_ctl start failed: {}\n{log}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    /// `pg_ctl restart -m immediate`: every connection is cut, no checkpoint (a crash, as far
+    /// as the data is concerned).
+    pub fn restart_immediate(&self) -> anyhow::Result<()> {
+        self.pg_ctl(&["stop", "-m", "immediate", "-w"])?;
+        let sockets = self.data.parent().unwrap_or(&self.data).join("sock");
+        self.pg_ctl_start(&sockets)
+    }
+
+    /// Stops the server (immediate mode) until `start_again`.
+    pub fn stop(&self) -> anyhow::Result<()> {
+        self.pg_ctl(&["stop", "-m", "immediate", "-w"])
+    }
+
+    pub fn start_again(&self) -> anyhow::Result<()> {
+        let sockets = self.data.parent().unwrap_or(&self.data).join("sock");
+        self.pg_ctl_start(&sockets)
+    }
+
+    /// Freezes every process of the server (SIGSTOP): connections stay open, the kernel
+    /// still accepts and acknowledges, nothing answers — a hung host.
+    pub fn freeze(&self) -> anyhow::Result<()> {
+        self.signal_all(libc::SIGSTOP)
+    }
+
+    /// Undoes `freeze`.
+    pub fn thaw(&self) -> anyhow::Result<()> {
+        self.signal_all(libc::SIGCONT)
+    }
+
+    fn signal_all(&self, sig: i32) -> anyhow::Result<()> {
+        let pids = self.pids()?;
+        for pid in pids {
+            // SAFETY: kill(2) on a pid of our own server's process tree.
+            unsafe {
+                libc::kill(pid, sig);
+            }
+        }
+        Ok(())
+    }
+
+    /// The postmaster and its children.
+    fn pids(&self) -> anyhow::Result<Vec<i32>> {
+        let pidfile = std::fs::read_to_string(self.data.join("postmaster.pid"))
+            .context("no postmaster.pid: is the server running?")?;
+        let master: i32 = pidfile
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .context("bad postmaster.pid")?;
+        let mut pids = vec![master];
+        for entry in std::fs::read_dir("/proc")?.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // pid (comm) state ppid ...
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if ppid == Some(master) {
+                pids.push(pid);
+            }
+        }
+        Ok(pids)
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> anyhow::Result<()> {
+        let out = as_postgres(&self.bin.join("pg_ctl"))
+            .args(args)
+            .arg("-D")
+            .arg(&self.data)
+            .stdout(Stdio::null())
+            .output()
+            .context("cannot run pg_ctl")?;
+        if !out.status.success() {
+            bail!("pg_ctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.thaw();
+        let _ = self.pg_ctl(&["stop", "-m", "immediate", "-w"]);
+        STARTED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(_, d)| d != &self.data);
+    }
+}
+
+/// Waits until `url` accepts a query, up to `limit`.
+pub fn wait_ready(url: &str, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if exec_on(url, "SELECT 1").is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Where PostgreSQL's server binaries are: `PG_BIN`, else the newest
+/// `/usr/lib/postgresql/*/bin` (Debian), else `initdb` on `PATH`.
+fn pg_bin_dir() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("PG_BIN") {
+        return Ok(PathBuf::from(dir));
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    if let Some((_, bin)) = versions.pop() {
+        return Ok(bin);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .find(|d| d.join("initdb").exists())
+        .context("PostgreSQL is not installed (no initdb in /usr/lib/postgresql/*/bin nor on PATH; on Debian: apt-get install postgresql)")
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `initdb` and `pg_ctl` refuse to run as root: as root, run them as `postgres`.
+fn as_postgres(program: &Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn give_to_postgres(path: &Path) -> anyhow::Result<()> {
+    if !is_root() {
+        return Ok(());
+    }
+    let out = Command::new("chown")
+        .arg("postgres:postgres")
+        .arg(path)
+        .output()
+        .context("cannot run chown")?;
+    if !out.status.success() {
+        bail!(
+            "chown postgres {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// Stops every cluster still running when the process exits (statics are never dropped).
+fn register_stop_at_exit() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        extern "C" fn stop_all() {
+            let started = STARTED.lock().map(|v| v.clone()).unwrap_or_default();
+            for (bin, data) in started {
+                let _ = as_postgres(&bin.join("pg_ctl"))
+                    .args(["stop", "-m", "immediate", "-D"])
+                    .arg(&data)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+                if let Some(dir) = data.parent() {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+            }
+        }
+        // SAFETY: registering a plain extern "C" function with atexit.
+        unsafe {
+            libc::atexit(stop_all);
+        }
+    });
+}
