@@ -46,6 +46,9 @@ impl PgConn {
 
 type Job = Box<dyn FnOnce(&mut PgConn) + Send>;
 
+/// An operation on a connection; it may run twice (see `run_by`), so it is `Fn`.
+type Op<T> = dyn Fn(&mut PgConn) -> std::result::Result<T, postgres::Error> + Send + Sync;
+
 /// A connection's thread, seen from the pool.
 struct Worker {
     jobs: SyncSender<Job>,
@@ -103,17 +106,37 @@ impl Pool {
     pub fn run<T: Send + 'static>(
         &self,
         what: &'static str,
-        f: impl FnOnce(&mut PgConn) -> std::result::Result<T, postgres::Error> + Send + 'static,
+        f: impl Fn(&mut PgConn) -> std::result::Result<T, postgres::Error> + Send + Sync + 'static,
     ) -> Result<T> {
         self.run_by(what, Instant::now() + self.settings.op_deadline, f)
     }
 
-    /// Runs `f` on a connection, answering by `deadline` whatever the server does.
+    /// Runs `f` on a connection, answering by `deadline` whatever the server does. A
+    /// connection found broken (the server restarted, the network cut) is dropped with every
+    /// idle one (they are most likely broken too), and `f` runs once more on a new
+    /// connection if time is left: safe, because every statement of the ledger is guarded
+    /// and can take effect at most once.
     pub fn run_by<T: Send + 'static>(
         &self,
         what: &'static str,
         deadline: Instant,
-        f: impl FnOnce(&mut PgConn) -> std::result::Result<T, postgres::Error> + Send + 'static,
+        f: impl Fn(&mut PgConn) -> std::result::Result<T, postgres::Error> + Send + Sync + 'static,
+    ) -> Result<T> {
+        let f: Arc<Op<T>> = Arc::new(f);
+        match self.try_once(what, deadline, Arc::clone(&f)) {
+            Err(LedgerError::Pg(e)) if e.as_db_error().is_none() && Instant::now() < deadline => {
+                self.drop_idle();
+                self.try_once(what, deadline, f)
+            }
+            other => other,
+        }
+    }
+
+    fn try_once<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        deadline: Instant,
+        f: Arc<Op<T>>,
     ) -> Result<T> {
         let worker = self.checkout(what, deadline)?;
         let (tx, rx) = mpsc::sync_channel(1);
@@ -149,6 +172,16 @@ impl Pool {
                 })
             }
         }
+    }
+
+    /// Drops every idle connection (their threads end at once).
+    fn drop_idle(&self) {
+        let mut slots = self.slots();
+        let n = slots.idle.len();
+        slots.idle.clear();
+        slots.open -= n;
+        drop(slots);
+        self.returned.notify_all();
     }
 
     /// Holds every connection the pool may have at once and reads each one's durability.
