@@ -1,6 +1,7 @@
 //! A run's summary as the tools print it: one line, or one JSON object with `--json`.
 
 use ledger::batch::{PurgeSummary, ReprocessSummary, ResolveSummary};
+use ledger::migrate::MigrateSummary;
 use ledger::{Row, State};
 use serde::Serialize;
 
@@ -83,6 +84,19 @@ impl Report for PurgeSummary {
 
     fn exit_code(&self) -> u8 {
         EXIT_SETTLED
+    }
+}
+
+impl Report for MigrateSummary {
+    fn line(&self) -> String {
+        format!(
+            "migrate: {} rows read, {} copied, {} already present, {} refused",
+            self.read, self.copied, self.present, self.refused
+        )
+    }
+
+    fn exit_code(&self) -> u8 {
+        settled_if(self.refused)
     }
 }
 

@@ -69,7 +69,16 @@ impl fmt::Display for LedgerError {
             LedgerError::Sql(e) => write!(f, "ledger statement failed: {e}"),
             LedgerError::Writer(msg) => write!(f, "ledger write failed: {msg}"),
             LedgerError::PoolExhausted => f.write_str("no ledger connection became free in time"),
-            LedgerError::Pg(e) => write!(f, "ledger statement failed: {e}"),
+            LedgerError::Pg(e) => {
+                write!(f, "ledger statement failed: {e}")?;
+                // The client's errors keep their cause (refused, timed out, ...) one level down.
+                let mut cause = std::error::Error::source(e);
+                while let Some(c) = cause {
+                    write!(f, ": {c}")?;
+                    cause = c.source();
+                }
+                Ok(())
+            }
             LedgerError::PgOpen { url, why } => write!(f, "cannot open ledger {url}: {why}"),
             LedgerError::PgUrl(e) => e.fmt(f),
             LedgerError::Deadline { what, after } => write!(

@@ -54,12 +54,34 @@ const RECLAIM_FOR_RESEND: &str = "\
 const TRANSITION: &str = "\
     UPDATE tx SET state = $3, rsp_code = $4, response = $5, updated_at = now() \
     WHERE guid = $1 AND state = $2 AND ($6::integer IS NULL OR attempts = $6::integer)";
+const COPY_ROW: &str = "\
+    INSERT INTO tx (guid, tx_code, state, rsp_code, request, response, attempts, updated_at) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::timestamp AT TIME ZONE 'UTC') \
+    ON CONFLICT (guid) DO NOTHING";
 const PURGE_CHUNK: &str = "\
     DELETE FROM tx WHERE guid IN ( \
         SELECT guid FROM tx WHERE state = 'DONE' \
         AND updated_at < now() - make_interval(days => $1) \
         ORDER BY updated_at LIMIT $2) \
     AND state = 'DONE' AND updated_at < now() - make_interval(days => $1)";
+
+/// Owned statement parameters, moved to the connection's thread.
+struct Params(Vec<Box<dyn ToSql + Sync + Send>>);
+
+impl Params {
+    fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.0
+            .iter()
+            .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+            .collect()
+    }
+}
+
+macro_rules! params {
+    ($($p:expr),* $(,)?) => {
+        Params(vec![$(Box::new($p) as Box<dyn ToSql + Sync + Send>),*])
+    };
+}
 
 /// The ledger on a PostgreSQL server.
 pub struct PgStore {
@@ -102,6 +124,22 @@ impl PgStore {
         Ok(store)
     }
 
+    /// Inserts `r` as it is, `updated_at` included, unless its GUID is there already
+    /// (`migrate`). True iff inserted.
+    pub fn copy_row(&self, r: &Row) -> Result<bool> {
+        let p = params![
+            r.guid.clone(),
+            r.tx_code.clone(),
+            r.state.as_str(),
+            r.rsp_code.clone(),
+            r.request.clone(),
+            r.response.clone(),
+            r.attempts.map(attempts),
+            r.updated_at.clone(),
+        ];
+        Ok(self.execute("copying a row", COPY_ROW, p)? == 1)
+    }
+
     fn rows(&self, what: &'static str, sql: &'static str, params: Params) -> Result<Vec<Row>> {
         self.pool.run(what, move |c| {
             let st = c.prepared(sql)?;
@@ -135,24 +173,6 @@ impl PgStore {
                 .map(|r| r.get::<_, i32>(0).into()))
         })
     }
-}
-
-/// Owned statement parameters, moved to the connection's thread.
-struct Params(Vec<Box<dyn ToSql + Sync + Send>>);
-
-impl Params {
-    fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
-        self.0
-            .iter()
-            .map(|p| p.as_ref() as &(dyn ToSql + Sync))
-            .collect()
-    }
-}
-
-macro_rules! params {
-    ($($p:expr),* $(,)?) => {
-        Params(vec![$(Box::new($p) as Box<dyn ToSql + Sync + Send>),*])
-    };
 }
 
 fn row(r: &postgres::Row) -> std::result::Result<Row, postgres::Error> {

@@ -333,7 +333,9 @@ fn serve(mut conn: PgConn, jobs: &Receiver<Job>) {
 /// and checked), server-side timeouts as a backstop to ours, read-only if asked.
 fn set_up(mut client: Client, s: &Settings) -> Result<PgConn> {
     let ms = s.op_deadline.as_millis();
-    let mut sql = format!("SET statement_timeout = {ms}; SET lock_timeout = {ms};");
+    let mut sql = format!(
+        "SET statement_timeout = {ms}; SET lock_timeout = {ms}; SET client_min_messages = warning;"
+    );
     if s.read_only {
         sql.push_str("SET default_transaction_read_only = on;");
     }
