@@ -272,8 +272,10 @@ cell "replay-c64" replay 64 --replay-only --pool "$pool"
 echo "== idle"
 start coresim "$work/idle.core.log" --listen 127.0.0.1:0
 idle_core=$addr idle_core_pid=$pid
+# All from 127.0.0.1: the idle connections, the probe on a new connection while they are
+# held, and a margin for the warm-up probe's connection until the relay has seen it close.
 start relay "$work/idle.relay.log" --db "$work/idle.db" --listen 127.0.0.1:0 \
-    --core "http://$idle_core" --max-connections-per-peer "$idle_n"
+    --core "http://$idle_core" --max-connections-per-peer "$((idle_n + 2))"
 idle_relay=$addr idle_relay_pid=$pid
 run_loadgen idle --relay "$idle_relay" --idle "$idle_n" --hold-secs "$hold" \
     --rss-pid "$idle_relay_pid" --guid-prefix "B$(date +%s)-idle"

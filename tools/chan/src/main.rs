@@ -1,14 +1,15 @@
 //! `chan`: plays a bank channel for one transfer, for demos and for operators checking a
 //! relay by hand. It sends exactly what it is told, once: resending is the caller's choice.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::{self, Write};
+use std::net::ToSocketAddrs;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Parser;
 use ledger::wire::{self, Transfer};
+use testkit::Chan;
 
 /// Sends one transfer request to the relay and prints the decoded reply.
 #[derive(Parser, Debug)]
@@ -41,13 +42,8 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("chan: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    let args = Args::parse();
+    cli::main("chan", || run(args).map(|()| cli::EXIT_SETTLED))
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
@@ -66,22 +62,16 @@ fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot resolve {}", args.relay))?
         .next()
         .with_context(|| format!("no address for {}", args.relay))?;
-    let mut s = TcpStream::connect_timeout(&addr, timeout)
+    let mut chan = Chan::connect_timeout(&addr, timeout, timeout)
         .with_context(|| format!("cannot connect to the relay at {addr}"))?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    s.write_all(&wire::frame(&msg)).context("cannot send")?;
-    let mut prefix = [0u8; wire::PREFIX_LEN];
-    s.read_exact(&mut prefix)
-        .context("no reply from the relay")?;
-    let Some(len) = wire::parse_len(&prefix) else {
-        bail!(
-            "reply length prefix {:?} is not 4 digits",
-            String::from_utf8_lossy(&prefix)
-        );
-    };
-    let mut reply = vec![0u8; len];
-    s.read_exact(&mut reply).context("reply cut short")?;
+    chan.send(&msg).context("cannot send")?;
+    let reply = chan.recv().map_err(|e| {
+        let what = match e.kind() {
+            io::ErrorKind::InvalidData => "bad reply from the relay",
+            _ => "no reply from the relay",
+        };
+        anyhow::Error::new(e).context(what)
+    })?;
     let mut out = std::io::stdout().lock();
     if args.raw {
         out.write_all(&reply)?;

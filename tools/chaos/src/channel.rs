@@ -2,14 +2,16 @@
 //! went away), playing its planner's steps one after another and recording every request
 //! with what came back.
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use ledger::wire;
+use testkit::Chan;
+use testkit::channel::is_timeout;
 
 use crate::plan::{Action, Planner, Request};
 
@@ -20,6 +22,8 @@ pub const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
 const E902_PAUSE: Duration = Duration::from_millis(200);
 /// How long the second sender of an in-flight pair tries to connect.
 const TWIN_CONNECT: Duration = Duration::from_secs(2);
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -78,7 +82,7 @@ pub struct Ctx {
 /// Plays channel `index` until `ctx.stop` is set; returns what it sent.
 pub fn run(seed: u64, index: usize, ctx: &Ctx) -> Vec<Sent> {
     let mut planner = Planner::new(seed, index);
-    let mut conn: Option<TcpStream> = None;
+    let mut conn: Option<Chan> = None;
     let mut sent = Vec::new();
     // Per GUID of this channel's history: a reply implying a row has been seen.
     let mut row_known: Vec<bool> = Vec::new();
@@ -140,7 +144,7 @@ pub fn implies_row(s: &Sent) -> bool {
 /// stopped before it could be sent.
 fn send_one(
     ctx: &Ctx,
-    conn: &mut Option<TcpStream>,
+    conn: &mut Option<Chan>,
     channel: usize,
     kind: Kind,
     req: Request,
@@ -167,14 +171,14 @@ fn send_one(
 /// (either may be missing if the run stopped before it could be sent).
 fn send_twins(
     ctx: &Ctx,
-    conn: &mut Option<TcpStream>,
+    conn: &mut Option<Chan>,
     channel: usize,
     req: &Request,
 ) -> (Option<Sent>, Option<Sent>) {
     let barrier = Barrier::new(2);
     thread::scope(|scope| {
         let helper = scope.spawn(|| {
-            let mut own: Option<TcpStream> = None;
+            let mut own: Option<Chan> = None;
             let connected = ensure_connected(ctx, &mut own, Some(TWIN_CONNECT)).is_some();
             barrier.wait();
             let stream = own.as_mut().filter(|_| connected)?;
@@ -218,23 +222,20 @@ fn send_twins(
 /// `ctx.stop` is set or `limit` (if any) passes.
 fn ensure_connected<'a>(
     ctx: &Ctx,
-    conn: &'a mut Option<TcpStream>,
+    conn: &'a mut Option<Chan>,
     limit: Option<Duration>,
-) -> Option<&'a mut TcpStream> {
+) -> Option<&'a mut Chan> {
     let deadline = limit.map(|l| Instant::now() + l);
     while conn.is_none() {
         if ctx.stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
             return None;
         }
-        match TcpStream::connect_timeout(&ctx.relay, Duration::from_secs(1)) {
+        match Chan::connect_timeout(&ctx.relay, CONNECT_TIMEOUT, REPLY_TIMEOUT) {
             // A connect to a port nobody listens on can, rarely, connect the socket to
             // itself (same address both ends): that is not the relay.
-            Ok(s) if s.local_addr().ok() == s.peer_addr().ok() => {}
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                let _ = s.set_read_timeout(Some(REPLY_TIMEOUT));
-                let _ = s.set_write_timeout(Some(REPLY_TIMEOUT));
-                *conn = Some(s);
+            Ok(c) if c.stream().local_addr().ok() == c.stream().peer_addr().ok() => {}
+            Ok(c) => {
+                *conn = Some(c);
                 break;
             }
             Err(_) => {}
@@ -244,28 +245,15 @@ fn ensure_connected<'a>(
     conn.as_mut()
 }
 
-/// Writes one framed request and reads one framed reply.
-fn exchange(s: &mut TcpStream, msg: &[u8]) -> Answer {
-    if let Err(e) = s.write_all(&wire::frame(msg)) {
+/// Sends one request and reads one reply.
+fn exchange(chan: &mut Chan, msg: &[u8]) -> Answer {
+    if let Err(e) = chan.send(msg) {
         return Answer::NoReply(format!("write: {e}"));
     }
-    let mut prefix = [0u8; wire::PREFIX_LEN];
-    if let Err(e) = s.read_exact(&mut prefix) {
-        return broken(&e, "reply prefix");
-    }
-    let Some(len) = wire::parse_len(&prefix) else {
-        return Answer::Garbage(format!("length prefix {prefix:?}"));
-    };
-    let mut reply = vec![0u8; len];
-    if let Err(e) = s.read_exact(&mut reply) {
-        return broken(&e, "reply body");
-    }
-    Answer::Reply(reply)
-}
-
-fn broken(e: &io::Error, what: &str) -> Answer {
-    match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Answer::Timeout,
-        _ => Answer::NoReply(format!("{what}: {e}")),
+    match chan.recv() {
+        Ok(reply) => Answer::Reply(reply),
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => Answer::Garbage(e.to_string()),
+        Err(e) if is_timeout(&e) => Answer::Timeout,
+        Err(e) => Answer::NoReply(format!("reply: {e}")),
     }
 }

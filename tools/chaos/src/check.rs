@@ -10,9 +10,9 @@ use std::thread;
 use ledger::wire;
 use ledger::{Row, State};
 use serde_json::Value;
+use testkit::CoreHttp;
 
 use crate::channel::{Answer, Kind, Sent, implies_row};
-use crate::http;
 use crate::plan::Memo;
 
 /// One broken promise.
@@ -94,7 +94,10 @@ fn booking_of(v: &Value) -> Option<Booking> {
 }
 
 /// Inquires every GUID at the core, a few at a time: GUID → booking (None: 404/error text).
-pub fn fetch_bookings(core: &str, guids: &[String]) -> HashMap<String, Result<Booking, String>> {
+pub fn fetch_bookings(
+    core: &CoreHttp,
+    guids: &[String],
+) -> HashMap<String, Result<Booking, String>> {
     let out = Mutex::new(HashMap::new());
     let chunk = guids.len().div_ceil(8).max(1);
     thread::scope(|scope| {
@@ -102,7 +105,7 @@ pub fn fetch_bookings(core: &str, guids: &[String]) -> HashMap<String, Result<Bo
             let out = &out;
             scope.spawn(move || {
                 for g in part {
-                    let got = match http::get(core, &format!("/v1/transfers/{g}")) {
+                    let got = match core.request("GET", &format!("/v1/transfers/{g}"), None) {
                         Ok((200, body)) => serde_json::from_str::<Value>(&body)
                             .ok()
                             .and_then(|v| booking_of(&v))

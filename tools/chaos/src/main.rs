@@ -9,7 +9,6 @@
 
 mod channel;
 mod check;
-mod http;
 mod plan;
 mod procs;
 mod run;
@@ -62,16 +61,21 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match start(args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+    cli::main("chaos", || Ok(exit_code(start(args))))
+}
+
+/// 0 no violation, 1 violations, 130 interrupted, 2 the run could not be carried out.
+fn exit_code(outcome: anyhow::Result<bool>) -> u8 {
+    match outcome {
+        Ok(true) => 0,
+        Ok(false) => 1,
         Err(e) if e.to_string() == "interrupted" => {
             eprintln!("chaos: interrupted; everything it started was stopped");
-            ExitCode::from(130)
+            130
         }
         Err(e) => {
             eprintln!("chaos: cannot carry out the run: {e:#}");
-            ExitCode::from(2)
+            2
         }
     }
 }
@@ -83,14 +87,9 @@ fn start(args: Args) -> anyhow::Result<bool> {
             .map_or(0, |d| d.as_nanos() as u64);
         now ^ u64::from(std::process::id()).rotate_left(32)
     });
-    let bin_dir = match args.bin_dir {
-        Some(d) => d,
-        None => std::env::current_exe()
-            .context("cannot find this executable")?
-            .parent()
-            .context("this executable has no directory")?
-            .to_path_buf(),
-    };
+    let bin_dir = args
+        .bin_dir
+        .unwrap_or_else(|| testkit::spawn::bin_dir().to_path_buf());
     // SIGINT/SIGTERM: stop at the next check and kill every child on the way out.
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

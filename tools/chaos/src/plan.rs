@@ -222,39 +222,37 @@ pub struct Event {
 pub fn schedule(seed: u64, secs: u64) -> Vec<Event> {
     let mut rng = Rng::with_seed(stream_seed(seed, SCHEDULE_STREAM));
     let end = Duration::from_secs(secs);
-    let ms = |rng: &mut Rng, lo: u64, hi: u64| Duration::from_millis(rng.u64(lo..=hi));
     let mut events = Vec::new();
-
-    let mut t = ms(&mut rng, 1000, 4000);
-    while t < end {
-        events.push(Event {
-            at: t,
-            what: Disruption::KillRelay,
-        });
-        let up = t + ms(&mut rng, 0, 300);
-        events.push(Event {
-            at: up,
-            what: Disruption::StartRelay,
-        });
-        t = up + ms(&mut rng, 1000, 4000);
-    }
-
-    let mut t = ms(&mut rng, 3000, 8000);
-    while t < end {
-        events.push(Event {
-            at: t,
-            what: Disruption::KillCore,
-        });
-        let up = t + ms(&mut rng, 500, 2000);
-        events.push(Event {
-            at: up,
-            what: Disruption::StartCore,
-        });
-        t = up + ms(&mut rng, 3000, 8000);
-    }
+    let relay = (Disruption::KillRelay, Disruption::StartRelay);
+    let core = (Disruption::KillCore, Disruption::StartCore);
+    outages(&mut rng, end, &mut events, relay, (1000, 4000), (0, 300));
+    outages(&mut rng, end, &mut events, core, (3000, 8000), (500, 2000));
     // Stable: a kill and a start at the same millisecond keep their order.
     events.sort_by_key(|e| e.at);
     events
+}
+
+/// One server's outages until `end`: up for `up` ms (drawn from that range), killed, down
+/// for `down` ms, started, and so on.
+fn outages(
+    rng: &mut Rng,
+    end: Duration,
+    events: &mut Vec<Event>,
+    (kill, start): (Disruption, Disruption),
+    up: (u64, u64),
+    down: (u64, u64),
+) {
+    let ms = |rng: &mut Rng, (lo, hi): (u64, u64)| Duration::from_millis(rng.u64(lo..=hi));
+    let mut t = ms(rng, up);
+    while t < end {
+        events.push(Event { at: t, what: kill });
+        let back = t + ms(rng, down);
+        events.push(Event {
+            at: back,
+            what: start,
+        });
+        t = back + ms(rng, up);
+    }
 }
 
 /// FNV-1a, for printing short digests of a plan (stable across Rust versions).

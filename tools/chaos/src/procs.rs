@@ -14,6 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use testkit::spawn_listening;
 
 /// How long a server may take to print `listening on …`.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -118,9 +119,6 @@ impl Service {
     }
 
     fn start_once(&mut self, at: Duration) -> anyhow::Result<()> {
-        let out_path = self.dir.join(format!("{}.out", self.name));
-        let out = File::create(&out_path)
-            .with_context(|| format!("cannot create {}", out_path.display()))?;
         let mut log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -133,48 +131,21 @@ impl Service {
             self.listen,
             at.as_secs_f64()
         )?;
-        let child = Command::new(&self.exe)
-            .args(&self.args)
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(&self.args)
             .args(["--listen", &self.listen])
             .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("cannot run {}", self.exe.display()))?;
-        let mut guard = Guard::new(child);
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            let text = fs::read_to_string(&out_path).unwrap_or_default();
-            if let Some(line) = text.lines().next()
-                && text.contains('\n')
-            {
-                let Some(addr) = line.strip_prefix("listening on ") else {
-                    bail!("{} printed {line:?} instead of `listening on …`", self.name);
-                };
-                if !self.listen.ends_with(":0") && addr != self.listen {
-                    bail!("{} listens on {addr}, not on {}", self.name, self.listen);
-                }
-                self.listen = addr.to_string();
-                self.child = Some(guard);
-                self.starts += 1;
-                return Ok(());
-            }
-            if let Some(st) = guard.try_wait() {
-                bail!(
-                    "{} exited ({st}) before listening; see {}",
-                    self.name,
-                    self.log_path().display()
-                );
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "{} did not announce itself within {START_TIMEOUT:?}",
-                    self.name
-                );
-            }
-            thread::sleep(Duration::from_millis(10));
+            .stderr(log);
+        let (child, addr) = spawn_listening(&mut cmd, START_TIMEOUT)
+            .with_context(|| format!("{}: see {}", self.name, self.log_path().display()))?;
+        let guard = Guard::new(child);
+        if !self.listen.ends_with(":0") && addr != self.listen {
+            bail!("{} listens on {addr}, not on {}", self.name, self.listen);
         }
+        self.listen = addr;
+        self.child = Some(guard);
+        self.starts += 1;
+        Ok(())
     }
 
     /// SIGKILL, then reap.

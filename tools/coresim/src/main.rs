@@ -34,14 +34,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("coresim: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    cli::main("coresim", || run().map(|()| cli::EXIT_SETTLED))
 }
 
 fn run() -> anyhow::Result<()> {

@@ -1,20 +1,25 @@
-//! Black-box tests: the real binary on a free port, spoken to over raw TCP so that
-//! what goes over the wire (including nothing at all, for DROP) is what is checked.
+//! Black-box tests: the real binary on a free port. Requests go through the test kit's HTTP
+//! client; what must be seen on the wire itself (nothing at all, for DROP) is checked over
+//! raw TCP.
 
 use std::fs::{self, OpenOptions};
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ledger::core_client::transfer_json;
+use ledger::wire::Transfer;
 use serde_json::{Value, json};
+use testkit::{CoreHttp, spawn_listening};
 
 /// A running simulator, killed when the test ends however it ends.
 struct Core {
     child: Child,
     addr: String,
+    http: CoreHttp,
 }
 
 impl Core {
@@ -23,27 +28,23 @@ impl Core {
     }
 
     fn start_logged(extra: &[&str], stderr: Stdio) -> Core {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_coresim"))
-            .args(["--listen", "127.0.0.1:0"])
-            .args(extra)
-            .env_remove("CORESIM_JOURNAL")
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn coresim");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read first line");
-        let addr = line
-            .trim_end()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Core { child, addr }
+        Core::spawn(
+            Command::new(env!("CARGO_BIN_EXE_coresim"))
+                .args(["--listen", "127.0.0.1:0"])
+                .args(extra)
+                .env_remove("CORESIM_JOURNAL")
+                .stderr(stderr),
+        )
     }
 
+    /// Starts `cmd` and waits for its `listening on` line.
+    fn spawn(cmd: &mut Command) -> Core {
+        let (child, addr) = spawn_listening(cmd, Duration::from_secs(10)).expect("start coresim");
+        let http = CoreHttp::new(&format!("http://{addr}"), Duration::from_secs(5));
+        Core { child, addr, http }
+    }
+
+    /// A raw connection, for what the HTTP client cannot show (a hang-up without a byte).
     fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(&self.addr).expect("connect");
         stream
@@ -52,12 +53,26 @@ impl Core {
         stream
     }
 
-    fn request(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        let mut stream = self.connect();
-        send(&mut stream, method, path, body, true);
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).expect("read response");
-        parse_response(&raw)
+    /// One exchange; every answer is JSON (a body that does not parse is `Null`).
+    fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        let body = (method == "POST").then_some(body);
+        let r = self
+            .http
+            .exchange(method, path, body)
+            .expect("HTTP exchange");
+        assert_eq!(
+            r.content_type.as_deref(),
+            Some("application/json"),
+            "{method} {path}: {r:?}"
+        );
+        (
+            r.status,
+            serde_json::from_str(&r.body).unwrap_or(Value::Null),
+        )
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        self.request("GET", path, b"")
     }
 
     fn post(&self, guid: &str, memo: &str) -> (u16, Value) {
@@ -65,9 +80,25 @@ impl Core {
     }
 
     fn stats(&self) -> Value {
-        let (status, stats) = self.request("GET", "/_stats", "");
+        let (status, stats) = self.get("/_stats");
         assert_eq!(status, 200);
         stats
+    }
+
+    /// POSTs a transfer over a raw connection (`close`: asking for `Connection: close`)
+    /// and returns the connection unread.
+    fn post_raw(&self, guid: &str, memo: &str, close: bool) -> TcpStream {
+        let mut stream = self.connect();
+        let connection = if close { "Connection: close\r\n" } else { "" };
+        let body = transfer(guid, memo);
+        let head = format!(
+            "POST /v1/transfers HTTP/1.1\r\nHost: core\r\n{connection}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream
+            .write_all(&[head.as_bytes(), &body].concat())
+            .expect("send request");
+        stream
     }
 }
 
@@ -78,46 +109,15 @@ impl Drop for Core {
     }
 }
 
-fn transfer(guid: &str, memo: &str) -> String {
-    json!({
-        "guid": guid,
-        "tx_code": "TRNF",
-        "from_account": "00000000000001",
-        "to_account": "00000000000002",
-        "amount": 1500,
-        "memo": memo,
+/// The contract's POST body for a transfer of 1500 from account 1 to account 2.
+fn transfer(guid: &str, memo: &str) -> Vec<u8> {
+    transfer_json(&Transfer {
+        guid: guid.into(),
+        from_account: "00000000000001".into(),
+        to_account: "00000000000002".into(),
+        amount: 1500,
+        memo: memo.into(),
     })
-    .to_string()
-}
-
-fn send(stream: &mut TcpStream, method: &str, path: &str, body: &str, close: bool) {
-    let connection = if close { "Connection: close\r\n" } else { "" };
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: core\r\n{connection}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream
-        .write_all(format!("{head}{body}").as_bytes())
-        .expect("send request");
-}
-
-fn parse_response(raw: &[u8]) -> (u16, Value) {
-    let text = String::from_utf8_lossy(raw);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no header end in {text:?}"));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line in {head:?}"));
-    assert!(
-        head.to_ascii_lowercase()
-            .contains("content-type: application/json"),
-        "{head}"
-    );
-    let body = serde_json::from_str(body).unwrap_or(Value::Null);
-    (status, body)
 }
 
 /// Reads until the server closes; the connection must end promptly and empty.
@@ -168,8 +168,8 @@ fn inquiry_returns_first_booking_or_404_and_is_counted() {
     let (_, first) = core.post("G1", "rent");
     core.post("G1", "rent");
 
-    assert_eq!(core.request("GET", "/v1/transfers/G1", ""), (200, first));
-    let (status, body) = core.request("GET", "/v1/transfers/NOPE", "");
+    assert_eq!(core.get("/v1/transfers/G1"), (200, first));
+    let (status, body) = core.get("/v1/transfers/NOPE");
     assert_eq!(status, 404);
     assert_eq!(body["code"], "N404");
 
@@ -193,37 +193,20 @@ fn reject_and_fail500_book_nothing() {
 fn malformed_requests_are_400_and_book_nothing() {
     let core = Core::start(&[]);
     for body in ["{not json", r#"{"guid":"G1","memo":"rent"}"#] {
-        let (status, answer) = core.request("POST", "/v1/transfers", body);
+        let (status, answer) = core.request("POST", "/v1/transfers", body.as_bytes());
         assert_eq!(status, 400, "{body}");
         assert_eq!(answer["code"], "B400");
     }
-    assert_eq!(core.request("GET", "/nowhere", "").0, 404);
+    assert_eq!(core.get("/nowhere").0, 404);
     assert_eq!(core.stats()["bookings"], 0);
 }
 
 #[test]
 fn drop_books_then_hangs_up_without_a_byte() {
     let core = Core::start(&[]);
-    let mut stream = core.connect();
-    send(
-        &mut stream,
-        "POST",
-        "/v1/transfers",
-        &transfer("D1", "DROP"),
-        true,
-    );
-    assert_hung_up_silently(stream);
-
+    assert_hung_up_silently(core.post_raw("D1", "DROP", true));
     // A keep-alive client is the harder case: tiny_http would keep reading it.
-    let mut stream = core.connect();
-    send(
-        &mut stream,
-        "POST",
-        "/v1/transfers",
-        &transfer("D1", "DROP"),
-        false,
-    );
-    assert_hung_up_silently(stream);
+    assert_hung_up_silently(core.post_raw("D1", "DROP", false));
 
     assert_eq!(core.stats()["by_guid"], json!({"D1": 2}));
 }
@@ -232,15 +215,7 @@ fn drop_books_then_hangs_up_without_a_byte() {
 fn slow_books_after_the_delay_even_for_a_departed_client() {
     let core = Core::start(&["--slow-ms", "300"]);
 
-    let mut departed = core.connect();
-    send(
-        &mut departed,
-        "POST",
-        "/v1/transfers",
-        &transfer("S0", "SLOW"),
-        true,
-    );
-    drop(departed);
+    drop(core.post_raw("S0", "SLOW", true));
 
     let started = Instant::now();
     let (status, body) = core.post("S1", "SLOW");
@@ -310,15 +285,7 @@ fn restart_with_the_same_journal_keeps_bookings_and_inquiries() {
     let (_, g1) = core.post("G1", "rent");
     core.post("G1", "rent");
     let (_, g2) = core.post("G2", "rent");
-    let mut dropped = core.connect();
-    send(
-        &mut dropped,
-        "POST",
-        "/v1/transfers",
-        &transfer("D1", "DROP"),
-        true,
-    );
-    assert_hung_up_silently(dropped);
+    assert_hung_up_silently(core.post_raw("D1", "DROP", true));
     assert_eq!(core.post("F1", "FAIL500").0, 500);
     assert_eq!(core.post("R1", "REJECT").0, 422);
     let before = core.stats();
@@ -335,13 +302,10 @@ fn restart_with_the_same_journal_keeps_bookings_and_inquiries() {
     let after = core.stats();
     assert_eq!(after["by_guid"], before["by_guid"]);
     assert_eq!(after["bookings"], 4);
-    assert_eq!(
-        core.request("GET", "/v1/transfers/G1", ""),
-        (200, g1.clone())
-    );
-    assert_eq!(core.request("GET", "/v1/transfers/G2", ""), (200, g2));
-    assert_eq!(core.request("GET", "/v1/transfers/F1", "").0, 404);
-    assert_eq!(core.request("GET", "/v1/transfers/D1", "").0, 200);
+    assert_eq!(core.get("/v1/transfers/G1"), (200, g1.clone()));
+    assert_eq!(core.get("/v1/transfers/G2"), (200, g2));
+    assert_eq!(core.get("/v1/transfers/F1").0, 404);
+    assert_eq!(core.get("/v1/transfers/D1").0, 200);
 
     // New bookings go on with fresh core_refs and land in the same journal.
     let (status, g3) = core.post("G3", "rent");
@@ -371,7 +335,7 @@ fn a_torn_last_line_is_ignored_with_a_warning() {
 
     let core = start_journaled(&journal, &log);
     assert_eq!(core.stats()["by_guid"], json!({"G1": 1}));
-    assert_eq!(core.request("GET", "/v1/transfers/G2", "").0, 404);
+    assert_eq!(core.get("/v1/transfers/G2").0, 404);
     let stderr = fs::read_to_string(&log).unwrap();
     assert!(
         stderr.contains("torn"),
@@ -436,24 +400,12 @@ fn a_damaged_line_before_the_last_refuses_to_start() {
 fn the_journal_can_be_given_by_environment() {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("env.journal");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_coresim"))
-        .args(["--listen", "127.0.0.1:0"])
-        .env("CORESIM_JOURNAL", &journal)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn coresim");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let core = Core {
-        child,
-        addr: line
-            .trim_end()
-            .strip_prefix("listening on ")
-            .unwrap()
-            .to_owned(),
-    };
+    let core = Core::spawn(
+        Command::new(env!("CARGO_BIN_EXE_coresim"))
+            .args(["--listen", "127.0.0.1:0"])
+            .env("CORESIM_JOURNAL", &journal)
+            .stderr(Stdio::null()),
+    );
     core.post("E1", "rent");
     assert_eq!(journal_lines(&journal).len(), 1);
 }

@@ -39,6 +39,16 @@ impl Latencies {
     }
 }
 
+/// `v` rounded to one decimal (for throughput figures).
+pub fn round1(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+/// `v` rounded to three decimals (for seconds and milliseconds).
+pub fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
 /// Microseconds as milliseconds with three decimals.
 fn ms(micros: u32) -> f64 {
     f64::from(micros) / 1000.0

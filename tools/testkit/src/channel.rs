@@ -1,7 +1,7 @@
 //! A bank channel's side of the wire: write a request frame, read the reply frame.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use ledger::wire;
@@ -14,7 +14,22 @@ pub struct Chan {
 impl Chan {
     /// Connects to `addr`; every later read waits at most `timeout`.
     pub fn connect(addr: impl ToSocketAddrs, timeout: Duration) -> io::Result<Chan> {
-        let stream = TcpStream::connect(addr)?;
+        Chan::from_stream(TcpStream::connect(addr)?, timeout)
+    }
+
+    /// Connects to `addr`, giving up after `connect`; every later read and write waits at
+    /// most `timeout`.
+    pub fn connect_timeout(
+        addr: &SocketAddr,
+        connect: Duration,
+        timeout: Duration,
+    ) -> io::Result<Chan> {
+        Chan::from_stream(TcpStream::connect_timeout(addr, connect)?, timeout)
+    }
+
+    /// A connection made some other way (from a chosen source address, say); every later
+    /// read waits at most `timeout`.
+    pub fn from_stream(stream: TcpStream, timeout: Duration) -> io::Result<Chan> {
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
         stream.set_nodelay(true)?;
@@ -31,7 +46,9 @@ impl Chan {
         self.send_raw(&wire::frame(msg))
     }
 
-    /// One reply message (without its prefix).
+    /// One reply message (without its prefix). A prefix that is not four digits is
+    /// `InvalidData`; a read that waited `timeout` in vain is `WouldBlock` or `TimedOut`
+    /// (see [`is_timeout`]).
     pub fn recv(&mut self) -> io::Result<Vec<u8>> {
         wire::read_frame(&mut self.stream)
     }
@@ -60,5 +77,60 @@ impl Chan {
 
     pub fn stream(&self) -> &TcpStream {
         &self.stream
+    }
+}
+
+/// True for the error of a read or write that waited its whole timeout.
+pub fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+    use std::thread;
+
+    use super::*;
+
+    /// A peer that answers each frame it reads with `reply` (framed as given), then
+    /// hangs up after `frames` of them.
+    fn peer(frames: usize, reply: &'static [u8]) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            for _ in 0..frames {
+                wire::read_frame(&mut s).unwrap();
+                s.write_all(reply).unwrap();
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn frames_requests_and_reads_replies() {
+        let addr = peer(2, b"0003R\x01Z");
+        let mut c =
+            Chan::connect_timeout(&addr, Duration::from_secs(5), Duration::from_secs(5)).unwrap();
+        assert_eq!(c.call(b"Q").unwrap(), b"R\x01Z");
+        assert_eq!(c.call(b"Q").unwrap(), b"R\x01Z");
+        assert!(c.closed_within(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn a_bad_prefix_is_invalid_data_and_silence_a_timeout() {
+        let mut c = Chan::connect(peer(1, b"12x4"), Duration::from_secs(5)).unwrap();
+        let e = c.call(b"Q").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let _silent = listener.accept().unwrap();
+        let mut c = Chan::from_stream(stream, Duration::from_millis(50)).unwrap();
+        let e = c.call(b"Q").unwrap_err();
+        assert!(is_timeout(&e), "{e}");
     }
 }

@@ -2,29 +2,14 @@
 //! parses, every reply validated, no resend mismatch, and no GUID booked twice. No timing
 //! assertions: these run on whatever machine CI has.
 
-mod common;
-
-use std::io::{Read, Write};
-use std::net::TcpStream;
-
-use common::*;
 use serde_json::Value;
 
-/// The core's `/_stats`, asked over HTTP/1.0: a large answer (thousands of GUIDs) comes
-/// back chunked to an HTTP/1.1 request, which `common::stats` does not decode.
-fn core_stats(core: &Server) -> Value {
-    let mut s = TcpStream::connect(&core.addr).unwrap();
-    write!(s, "GET /_stats HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let body = text.split_once("\r\n\r\n").expect("HTTP response").1;
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("bad /_stats {body:.200}: {e}"))
-}
+use crate::util::*;
 
 fn loadgen(args: &[&str]) -> Value {
     let run = Run::new("loadgen", args);
-    run.expect_code(0);
-    run_json(&run)
+    run.expect_code(EXIT_SETTLED);
+    run.json()
 }
 
 fn count(v: &Value, key: &str) -> u64 {
@@ -46,21 +31,18 @@ fn assert_clean(out: &Value) {
     }
 }
 
-fn max_bookings_per_guid(core: &Server) -> u64 {
-    let s = core_stats(core);
-    let by_guid = s["by_guid"].as_object().expect("by_guid");
-    assert!(!by_guid.is_empty(), "the core booked nothing: {s}");
-    by_guid.values().map(|v| v.as_u64().unwrap()).max().unwrap()
+fn max_bookings_per_guid(core: &Core) -> u64 {
+    let by_guid = core.by_guid();
+    assert!(!by_guid.is_empty(), "the core booked nothing");
+    by_guid.into_values().max().unwrap()
 }
 
 #[test]
 fn relay_load_with_resends_books_every_guid_once() {
-    let core = coresim(&[]);
-    let db = Db::new();
-    let relay = relay(&db, &core.url(), &[]);
+    let s = Scene::new().core(&[]).relay(&[]).build();
     let out = loadgen(&[
         "--relay",
-        &relay.addr,
+        s.addr(),
         "--connections",
         "4",
         "--duration-secs",
@@ -80,17 +62,19 @@ fn relay_load_with_resends_books_every_guid_once() {
         count(&out, "new_requests") + count(&out, "resends"),
         count(&out, "requests")
     );
-    assert_eq!(max_bookings_per_guid(&core), 1, "a GUID was booked twice");
+    assert_eq!(
+        max_bookings_per_guid(s.core()),
+        1,
+        "a GUID was booked twice"
+    );
 }
 
 #[test]
 fn replay_only_answers_from_the_ledger() {
-    let core = coresim(&[]);
-    let db = Db::new();
-    let relay = relay(&db, &core.url(), &[]);
+    let s = Scene::new().core(&[]).relay(&[]).build();
     let out = loadgen(&[
         "--relay",
-        &relay.addr,
+        s.addr(),
         "--connections",
         "4",
         "--requests",
@@ -106,14 +90,18 @@ fn replay_only_answers_from_the_ledger() {
     assert_eq!(count(&out, "requests"), 400, "{out}");
     assert_eq!(count(&out, "resends"), 400, "{out}");
     assert_eq!(out["pool"]["finished"], 20, "{out}");
-    let s = core_stats(&core);
-    assert_eq!(s["bookings"], 20, "resends never reach the core: {s}");
-    assert_eq!(max_bookings_per_guid(&core), 1);
+    assert_eq!(
+        s.core().total_bookings(),
+        20,
+        "resends never reach the core: {}",
+        s.core().stats()
+    );
+    assert_eq!(max_bookings_per_guid(s.core()), 1);
 }
 
 #[test]
 fn direct_load_posts_to_the_core_over_keep_alive() {
-    let core = coresim(&[]);
+    let core = Core::start(&[]);
     let out = loadgen(&[
         "--direct",
         "--core",
@@ -139,24 +127,22 @@ fn direct_load_posts_to_the_core_over_keep_alive() {
         4,
         "one kept-alive connection per loadgen connection: {out}"
     );
-    let s = core_stats(&core);
     assert_eq!(
-        s["bookings"].as_u64(),
+        Some(core.total_bookings()),
         out["replies_by_code"]["0000"].as_u64(),
-        "every 200 is one booking (no warm-up here): {s}"
+        "every 200 is one booking (no warm-up here): {}",
+        core.stats()
     );
     assert_eq!(max_bookings_per_guid(&core), 1);
 }
 
 #[test]
 fn idle_connections_are_held_and_a_new_one_is_answered() {
-    let core = coresim(&[]);
-    let db = Db::new();
-    let relay = relay(&db, &core.url(), &[]);
-    let pid = relay.pid().to_string();
+    let s = Scene::new().core(&[]).relay(&[]).build();
+    let pid = s.relay().pid().to_string();
     let out = loadgen(&[
         "--relay",
-        &relay.addr,
+        s.addr(),
         "--idle",
         "20",
         "--hold-secs",
@@ -175,7 +161,7 @@ fn idle_connections_are_held_and_a_new_one_is_answered() {
 
 #[test]
 fn bad_flags_are_usage_errors() {
-    Run::new("loadgen", &["--resend-ratio", "1.5"]).expect_code(2);
-    Run::new("loadgen", &["--guid-prefix", "has space"]).expect_code(2);
-    Run::new("loadgen", &["--direct", "--replay-only"]).expect_code(2);
+    Run::new("loadgen", &["--resend-ratio", "1.5"]).expect_code(EXIT_USAGE);
+    Run::new("loadgen", &["--guid-prefix", "has space"]).expect_code(EXIT_USAGE);
+    Run::new("loadgen", &["--direct", "--replay-only"]).expect_code(EXIT_USAGE);
 }

@@ -1,65 +1,29 @@
 //! A short chaos run (the `chaos` binary, issue 4): 32 channels, relay SIGKILLs, a core
 //! outage, resolve and reprocess alongside, then the checks. Must find no violation.
 
-mod common;
-
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use common::bin;
+use crate::util::*;
 
-/// Far above the ~20 s the run takes; only there so that a hang fails instead of blocking.
+/// Far above the ~20 s the run takes; only there so that a hang fails instead of blocking
+/// (at the limit the run gets SIGINT, so that it stops what it started).
 const LIMIT: Duration = Duration::from_secs(180);
 
 #[test]
 fn a_short_chaos_run_finds_no_violation() {
-    let chaos = bin("chaos");
-    let mut cmd = Command::new(&chaos);
+    let mut cmd = Command::new(testkit::bin("chaos"));
     cmd.args(["--secs", "8", "--seed", "7", "--channels", "32"]);
     // A tmpfs spares the ledger's fsyncs (kills are survived all the same) and keeps the
     // settling short.
     if Path::new("/dev/shm").is_dir() {
         cmd.args(["--work-dir", "/dev/shm"]);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out_path = dir.path().join("stdout");
-    let err_path = dir.path().join("stderr");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .expect("cannot run chaos");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break Some(st);
-        }
-        if started.elapsed() > LIMIT {
-            // SIGKILL to chaos alone would orphan its children: SIGINT lets it clean up.
-            let _ = Command::new("kill")
-                .args(["-INT", &child.id().to_string()])
-                .status();
-            std::thread::sleep(Duration::from_secs(10));
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut stdout = String::new();
-    std::fs::File::open(&out_path)
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let report = format!(
-        "status {status:?} after {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        started.elapsed()
-    );
-    assert_eq!(status.and_then(|s| s.code()), Some(0), "{report}");
+    let run = Run::command(cmd, LIMIT);
+    run.expect_code(EXIT_SETTLED);
+    let stdout = run.stdout();
+    let report = format!("stdout:\n{stdout}\nstderr:\n{}", run.stderr());
 
     // The run says what it did and what it checked.
     for figure in [
@@ -93,9 +57,9 @@ fn a_short_chaos_run_finds_no_violation() {
         );
     }
     // The chaos really happened: the relay was killed, replies of several kinds came back.
-    let kills: usize = number_after(&stdout, "relay kills");
+    let kills: usize = number_after(stdout, "relay kills");
     assert!(kills >= 2, "{report}");
-    let bookings: usize = number_after(&stdout, "core bookings");
+    let bookings: usize = number_after(stdout, "core bookings");
     assert!(bookings > 100, "{report}");
     for code in ["0000", "E901", "E903", "E904"] {
         let line = stdout

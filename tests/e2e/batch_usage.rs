@@ -1,0 +1,188 @@
+//! What the batch tools (resolve, reprocess, purge, and inspect where it applies) have in
+//! common: a ledger they cannot use is exit 1 with one line naming it, a bad flag is exit 2
+//! naming the flag, and every timeout flag has an environment twin.
+
+use crate::util::*;
+
+/// Each tool's arguments, all valid except perhaps the ledger path.
+fn with_db<'a>(name: &str, db: &'a str, core: &'a str) -> Vec<&'a str> {
+    match name {
+        "resolve" => vec!["--db", db, "--core", core, "--min-age", "60"],
+        "reprocess" => vec!["--db", db, "--core", core, "--max-attempts", "3"],
+        "purge" => vec!["--db", db, "--days", "7"],
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn an_unusable_ledger_is_exit_1_with_one_line_naming_it() {
+    let db = TempLedger::new();
+    let garbage = db.dir.path().join("not-a-ledger.db");
+    std::fs::write(&garbage, vec![b'x'; 4096]).unwrap();
+    let core = dead_url();
+    for name in ["resolve", "reprocess", "purge"] {
+        for path in ["/nonexistent-dir/x.db", garbage.to_str().unwrap()] {
+            for extra in [&[][..], &["--dry-run"][..], &["--json"][..]] {
+                let r = tool(name, &[&with_db(name, path, &core)[..], extra].concat());
+                r.expect_code(EXIT_FATAL);
+                let err = r.stderr();
+                assert_eq!(err.lines().count(), 1, "{name} {path} {extra:?}: {err}");
+                assert!(
+                    err.contains(path),
+                    "{name} {extra:?}: names the path: {err}"
+                );
+                assert!(err.starts_with(&format!("{name}: ")), "{err}");
+                assert_eq!(r.stdout(), "", "{name}: nothing on stdout");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_bad_core_url_is_exit_1_naming_it() {
+    let db = TempLedger::new();
+    db.open();
+    for name in ["resolve", "reprocess"] {
+        let r = tool(
+            name,
+            &[with_db(name, db.arg(), "ftp://x"), vec!["--dry-run"]].concat(),
+        );
+        r.expect_code(EXIT_FATAL);
+        let r = tool(name, &with_db(name, db.arg(), "ftp://x"));
+        r.expect_code(EXIT_FATAL);
+        assert!(r.stderr().contains("ftp://x"), "{name}: {}", r.stderr());
+        assert_eq!(r.stderr().lines().count(), 1, "{name}: {}", r.stderr());
+    }
+}
+
+#[test]
+fn a_mistyped_ledger_path_is_exit_1_and_creates_nothing() {
+    let db = TempLedger::new(); // the directory exists, the file does not
+    let core = dead_url();
+    for name in ["resolve", "reprocess", "purge", "inspect"] {
+        let args = match name {
+            "purge" => vec!["--db", db.arg(), "--days", "30"],
+            "inspect" => vec!["--db", db.arg()],
+            _ => with_db(name, db.arg(), &core),
+        };
+        let r = tool(name, &args);
+        r.expect_code(EXIT_FATAL);
+        assert!(
+            r.stderr().contains("does not exist"),
+            "{name}: {}",
+            r.stderr()
+        );
+        assert_eq!(r.stderr().lines().count(), 1, "{name}: {}", r.stderr());
+        assert!(!db.path.exists(), "{name} created the ledger");
+    }
+}
+
+#[test]
+fn bad_flags_are_exit_2_naming_the_flag() {
+    let db = TempLedger::new();
+    let core = dead_url();
+    let d = db.arg();
+    let resolve_args =
+        |extra: &[&'static str]| [&["--db", d, "--core", core.as_str()][..], extra].concat();
+    let reprocess_args = |extra: &[&'static str]| {
+        [
+            &["--db", d, "--core", core.as_str(), "--max-attempts", "3"][..],
+            extra,
+        ]
+        .concat()
+    };
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        ("resolve", resolve_args(&[]), "--min-age"),
+        ("resolve", resolve_args(&["--min-age", "soon"]), "--min-age"),
+        ("resolve", resolve_args(&["--min-age", "-1"]), "-1"),
+        (
+            "resolve",
+            resolve_args(&["--min-age", "60", "--stale-sent", "x"]),
+            "--stale-sent",
+        ),
+        (
+            "resolve",
+            resolve_args(&["--min-age", "60", "--bogus"]),
+            "--bogus",
+        ),
+        ("resolve", vec!["--core", &core, "--min-age", "60"], "--db"),
+        (
+            "reprocess",
+            vec!["--db", d, "--core", &core],
+            "--max-attempts",
+        ),
+        (
+            "reprocess",
+            vec!["--db", d, "--core", &core, "--max-attempts", "0"],
+            "--max-attempts",
+        ),
+        ("reprocess", reprocess_args(&["--limit", "few"]), "--limit"),
+        ("reprocess", reprocess_args(&["--bogus"]), "--bogus"),
+        ("purge", vec!["--db", d], "--days"),
+        ("purge", vec!["--db", d, "--days", "seven"], "--days"),
+        (
+            "purge",
+            vec!["--db", d, "--days", "7", "--bogus"],
+            "--bogus",
+        ),
+    ];
+    for (name, args, flag) in cases {
+        let r = tool(name, &args);
+        r.expect_code(EXIT_USAGE);
+        assert!(r.stderr().contains(flag), "{name} {args:?}: {}", r.stderr());
+        assert_eq!(r.stdout(), "");
+    }
+    assert!(
+        !db.path.exists() || db.count() == 0,
+        "usage errors write nothing"
+    );
+}
+
+#[test]
+fn every_timeout_flag_of_the_batch_tools_has_an_environment_twin() {
+    for (name, prefix) in [("resolve", "RESOLVE"), ("reprocess", "REPROCESS")] {
+        let r = Run::new(name, &["--help"]);
+        r.expect_code(EXIT_SETTLED);
+        for flag in ["CONNECT_TIMEOUT_MS", "READ_TIMEOUT_MS"] {
+            assert!(
+                r.stdout().contains(&format!("env: {prefix}_{flag}")),
+                "{name} --help: {}",
+                r.stdout()
+            );
+        }
+    }
+    let help = Run::new("resolve", &["--help"]);
+    assert!(help.stdout().contains("--stale-sent"), "{}", help.stdout());
+    assert!(
+        !help.stdout().contains("env: RESOLVE_STALE_SENT"),
+        "{}",
+        help.stdout()
+    );
+
+    let db = TempLedger::new();
+    let core = dead_url();
+    for (name, var, flag) in [
+        ("resolve", "RESOLVE_READ_TIMEOUT_MS", "--read-timeout-ms"),
+        (
+            "resolve",
+            "RESOLVE_CONNECT_TIMEOUT_MS",
+            "--connect-timeout-ms",
+        ),
+        (
+            "reprocess",
+            "REPROCESS_READ_TIMEOUT_MS",
+            "--read-timeout-ms",
+        ),
+        (
+            "reprocess",
+            "REPROCESS_CONNECT_TIMEOUT_MS",
+            "--connect-timeout-ms",
+        ),
+    ] {
+        let r = Run::with_env(name, &with_db(name, db.arg(), &core), &[(var, "abc")]);
+        r.expect_code(EXIT_USAGE);
+        assert!(r.stderr().contains(flag), "{name} {var}: {}", r.stderr());
+        assert_eq!(r.stdout(), "");
+    }
+    assert!(!db.path.exists(), "usage errors create nothing");
+}

@@ -1,0 +1,75 @@
+//! `inspect`: the operator's view of the ledger, read-only.
+
+use std::path::{Path, PathBuf};
+
+use crate::util::*;
+
+/// The sibling files SQLite may create next to `path`.
+fn sqlite_siblings(path: &Path) -> Vec<PathBuf> {
+    ["-wal", "-shm", "-journal"]
+        .iter()
+        .map(|s| PathBuf::from(format!("{}{s}", path.display())))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+#[test]
+fn inspect_opens_the_ledger_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hand.db");
+    let schema = include_str!("../../schema.sql");
+    let (table, index) = schema
+        .split_once("-- resolve, reprocess and purge")
+        .expect("schema.sql: the table, then its index");
+    assert!(index.contains("CREATE INDEX IF NOT EXISTS tx_state_updated"));
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(table).unwrap();
+        c.execute_batch(
+            "INSERT INTO tx (guid, tx_code, state, rsp_code, attempts, updated_at) \
+             VALUES ('G-RO-1', 'TRNF', 'DONE', '0000', 1, '2026-01-02 03:04:05');",
+        )
+        .unwrap();
+        let mode: String = c
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "delete");
+    }
+    let before = std::fs::read(&path).unwrap();
+    assert!(sqlite_siblings(&path).is_empty());
+
+    let db = path.to_str().unwrap();
+    for extra in [&[][..], &["--json"][..], &["--guid", "G-RO-1"][..]] {
+        let r = tool("inspect", &[&["--db", db], extra].concat());
+        r.expect_code(EXIT_SETTLED);
+        assert!(r.stdout().contains("G-RO-1"), "{extra:?}: {}", r.stdout());
+    }
+    let r = tool("inspect", &["--db", db]);
+    assert!(
+        r.stdout()
+            .contains("G-RO-1\tDONE\t0000\t1\t2026-01-02 03:04:05\n"),
+        "{}",
+        r.stdout()
+    );
+
+    assert!(
+        std::fs::read(&path).unwrap() == before,
+        "the file's bytes are unchanged"
+    );
+    assert_eq!(sqlite_siblings(&path), Vec::<PathBuf>::new());
+    let c =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let version: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 0);
+    let indexes: i64 = c
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'tx_state_updated'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(indexes, 0, "no index created");
+}

@@ -1,0 +1,170 @@
+//! `purge` end to end: only DONE rows older than the retention go, in chunks; `--days 0`
+//! only with `--force`.
+
+use crate::util::*;
+
+#[test]
+fn purge_deletes_only_done_rows_older_than_the_retention() {
+    let hand = |g: &str, state: State, rsp: Option<&str>, age: u64| {
+        RowSpec::of(&msg(g, 1, ""), state).code(rsp).age(age)
+    };
+    let s = Scene::new()
+        .core(&[])
+        .relay(&[])
+        .rows([
+            hand("G-PU-DONE-30D", State::Done, Some("0000"), 30 * DAY),
+            hand("G-PU-DONE-8D", State::Done, Some("B001"), 8 * DAY),
+            hand("G-PU-DONE-6D", State::Done, Some("0000"), 6 * DAY),
+            hand("G-PU-DONE-1D", State::Done, Some("0000"), DAY),
+            hand("G-PU-UNKNOWN", State::Unknown, Some("E901"), 100 * DAY),
+            hand("G-PU-FAILED", State::Failed, Some("E902"), 100 * DAY),
+            hand("G-PU-SENT", State::Sent, None, 100 * DAY),
+            hand("G-PU-RECEIVED", State::Received, None, 100 * DAY),
+            RowSpec::new("G-PU-DONE-NULL", State::Done)
+                .attempts(0)
+                .age(9 * DAY),
+        ])
+        .build();
+    let real = msg("G-PU-REAL", 5, "");
+    assert_eq!(code(&s.call(&real)), "0000");
+    s.db.age("G-PU-REAL", 10 * DAY);
+    let before = rows_by_guid(&s.db);
+    let at = |g: &str| s.db.row(g).unwrap().updated_at;
+
+    let r = purge(&s.db, &["--days", "7", "--dry-run"]);
+    r.expect_code(EXIT_SETTLED);
+    assert_eq!(
+        r.stdout(),
+        format!(
+            "guid\tstate\trsp_code\tattempts\tupdated_at\n\
+             G-PU-DONE-30D\tDONE\t0000\t1\t{}\n\
+             G-PU-REAL\tDONE\t0000\t1\t{}\n\
+             G-PU-DONE-NULL\tDONE\t-\t0\t{}\n\
+             G-PU-DONE-8D\tDONE\tB001\t1\t{}\n\
+             purge: dry run, 4 rows selected, nothing sent or written\n",
+            at("G-PU-DONE-30D"),
+            at("G-PU-REAL"),
+            at("G-PU-DONE-NULL"),
+            at("G-PU-DONE-8D")
+        )
+    );
+    let r = purge(&s.db, &["--days", "7", "--dry-run", "--json"]);
+    r.expect_code(EXIT_SETTLED);
+    assert_eq!(r.json()["count"], 4);
+    assert_eq!(rows_by_guid(&s.db), before, "a dry run deletes nothing");
+
+    let r = purge(&s.db, &["--days", "7"]);
+    r.expect_code(EXIT_SETTLED);
+    assert_eq!(
+        r.stdout(),
+        "purge: 4 deleted (DONE rows older than 7 days)\n"
+    );
+    let left: Vec<String> = rows_by_guid(&s.db).into_iter().map(|r| r.guid).collect();
+    assert_eq!(
+        left,
+        [
+            "G-PU-DONE-1D",
+            "G-PU-DONE-6D",
+            "G-PU-FAILED",
+            "G-PU-RECEIVED",
+            "G-PU-SENT",
+            "G-PU-UNKNOWN"
+        ]
+    );
+    for row in rows_by_guid(&s.db) {
+        assert_eq!(
+            Some(&row),
+            before.iter().find(|b| b.guid == row.guid),
+            "kept rows unchanged"
+        );
+    }
+
+    let r = purge(&s.db, &["--days", "7", "--json"]);
+    r.expect_code(EXIT_SETTLED);
+    let j = r.json();
+    assert_eq!(j["tool"], "purge", "{j}");
+    assert_counts(
+        &j,
+        &[
+            ("deleted", 0),
+            ("days", 7),
+            ("exit_code", EXIT_SETTLED.into()),
+        ],
+    );
+    assert!(!r.stderr().contains("warning"), "{}", r.stderr());
+
+    let r = purge(&s.db, &["--days", "0"]);
+    r.expect_code(EXIT_USAGE);
+    assert!(r.stderr().contains("--days"), "{}", r.stderr());
+    assert_eq!(s.db.count(), 6, "refused: nothing deleted");
+    let r = purge(&s.db, &["--days", "0", "--force"]);
+    r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stderr().contains("warning"),
+        "--days 0 --force warns: {}",
+        r.stderr()
+    );
+    assert_eq!(
+        r.stdout(),
+        "purge: 2 deleted (DONE rows older than 0 days)\n"
+    );
+    let left: Vec<String> = rows_by_guid(&s.db).into_iter().map(|r| r.guid).collect();
+    assert_eq!(
+        left,
+        ["G-PU-FAILED", "G-PU-RECEIVED", "G-PU-SENT", "G-PU-UNKNOWN"]
+    );
+    assert_eq!(s.core().total_bookings(), 1);
+}
+
+#[test]
+fn purge_deletes_in_chunks_and_only_old_done_rows() {
+    const N: usize = 2500;
+    let kept = |g: &str, state: State, rsp: Option<&str>, age: u64| {
+        RowSpec::of(&msg(g, 1, ""), state).code(rsp).age(age)
+    };
+    let s = Scene::new()
+        .rows([
+            kept("K-UNKNOWN", State::Unknown, Some("E901"), 40 * DAY),
+            kept("K-FAILED", State::Failed, Some("E902"), 40 * DAY),
+            kept("K-SENT", State::Sent, None, 40 * DAY),
+            kept("K-RECEIVED", State::Received, None, 40 * DAY),
+            kept("K-DONE-29D", State::Done, Some("0000"), 29 * DAY),
+            kept("K-DONE-YOUNG", State::Done, Some("B001"), 60),
+        ])
+        .build();
+    s.db.exec(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {N}) \
+         INSERT INTO tx (guid, tx_code, state, rsp_code, attempts, updated_at) \
+         SELECT printf('G-PC-%05d', i), 'TRNF', 'DONE', '0000', 1, \
+                datetime('now', '-40 days') FROM n;"
+    ));
+    let not_bulk = |rows: Vec<Row>| -> Vec<Row> {
+        rows.into_iter()
+            .filter(|r| !r.guid.starts_with("G-PC-"))
+            .collect()
+    };
+    let before = not_bulk(rows_by_guid(&s.db));
+    assert_eq!(before.len(), 6);
+    assert_eq!(s.db.count(), (N + 6) as i64);
+
+    let r = purge(&s.db, &["--days", "30", "--json"]);
+    r.expect_code(EXIT_SETTLED);
+    let j = r.json();
+    let chunk = ledger::store::PURGE_CHUNK;
+    assert_eq!(chunk, 1000);
+    assert_eq!(j["tool"], "purge", "{j}");
+    assert_counts(
+        &j,
+        &[
+            ("deleted", N as u64),
+            ("chunks", (N / chunk + 1) as u64),
+            ("exit_code", EXIT_SETTLED.into()),
+        ],
+    );
+    assert_eq!(j["chunks"], 3);
+    assert_eq!(
+        not_bulk(rows_by_guid(&s.db)),
+        before,
+        "other rows untouched"
+    );
+}

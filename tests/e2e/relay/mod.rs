@@ -1,0 +1,8 @@
+//! The relay end to end: real `relay` and `coresim` processes, a temp ledger each, and
+//! assertions on exact reply bytes, ledger rows and the core's per-GUID booking counts.
+
+mod frames;
+mod late_results;
+mod ledger_errors;
+mod limits;
+mod replies;

@@ -1,0 +1,97 @@
+//! Assertions several test modules make about a row against the core's bookings, and about
+//! a tool's `--json` summary.
+
+use ledger::State;
+use ledger::wire::{self, E_NOT_SENT, OK};
+use serde_json::Value;
+use testkit::TempLedger;
+
+use super::coresim::Core;
+use super::messages::{booked_reply, guid_of, short};
+
+/// Asserts a DONE/0000 row whose stored reply is the one the relay would have built from
+/// `m` and the core's (first) booking of its GUID; returns that reply.
+pub fn assert_done_as_booked(db: &TempLedger, core: &Core, m: &[u8]) -> Vec<u8> {
+    let guid = guid_of(m);
+    let row = db.row(&guid).unwrap_or_else(|| panic!("no row {guid}"));
+    assert_eq!(
+        (row.state, row.rsp_code.as_deref()),
+        (State::Done, Some("0000")),
+        "{guid}"
+    );
+    assert_eq!(row.request.as_deref(), Some(m), "{guid}: request unchanged");
+    let booking = core
+        .inquiry(&guid)
+        .unwrap_or_else(|| panic!("{guid} not booked"));
+    let response = row.response.expect("a stored reply");
+    assert_eq!(response.len(), 90, "{guid}");
+    assert_eq!(&response[..45], &short(m, &OK)[..], "{guid}: header");
+    assert_eq!(
+        String::from_utf8_lossy(&response),
+        String::from_utf8_lossy(&booked_reply(m, &booking)),
+        "{guid}: body from the core's booking"
+    );
+    let parsed = wire::parse_reply(&response)
+        .expect("a valid reply")
+        .booking
+        .expect("a booking");
+    assert_eq!(
+        parsed.amount,
+        wire::parse_request(m).expect("a valid request").amount
+    );
+    response
+}
+
+/// Asserts the row is DONE/0000 on its first attempt, holding `reply`, which is the reply
+/// built from `m` and the core's (only) booking of its GUID.
+pub fn assert_done_with(db: &TempLedger, core: &Core, m: &[u8], reply: &[u8]) {
+    let guid = guid_of(m);
+    let booking = core
+        .inquiry(&guid)
+        .unwrap_or_else(|| panic!("{guid} not booked"));
+    assert_eq!(
+        String::from_utf8_lossy(reply),
+        String::from_utf8_lossy(&booked_reply(m, &booking)),
+        "{guid}: the reply carries the core's booking"
+    );
+    let row = db.row(&guid).unwrap_or_else(|| panic!("no row {guid}"));
+    assert_eq!(
+        (row.state, row.rsp_code.as_deref(), row.attempts),
+        (State::Done, Some("0000"), Some(1)),
+        "{guid}"
+    );
+    assert_eq!(row.request.as_deref(), Some(m), "{guid}: request unchanged");
+    assert_eq!(row.response.as_deref(), Some(reply), "{guid}: reply stored");
+}
+
+/// Asserts a FAILED/E902 row on attempt `attempts`, with the 45-byte E902 reply stored.
+pub fn assert_failed_e902(db: &TempLedger, m: &[u8], attempts: i64) {
+    assert_settled_short(db, m, State::Failed, &E_NOT_SENT, attempts);
+}
+
+/// Asserts a row in `state` with the header-only reply for `code` stored, on attempt
+/// `attempts`.
+pub fn assert_settled_short(
+    db: &TempLedger,
+    m: &[u8],
+    state: State,
+    code: &wire::Code,
+    attempts: i64,
+) {
+    let guid = guid_of(m);
+    let row = db.row(&guid).unwrap_or_else(|| panic!("no row {guid}"));
+    let code_str = String::from_utf8_lossy(code);
+    assert_eq!(
+        (row.state, row.rsp_code.as_deref(), row.attempts),
+        (state, Some(&*code_str), Some(attempts)),
+        "{guid}"
+    );
+    assert_eq!(row.response.as_deref(), Some(&short(m, code)[..]), "{guid}");
+}
+
+/// Asserts the numbers of a `--json` summary, showing the whole object on a mismatch.
+pub fn assert_counts(j: &Value, want: &[(&str, u64)]) {
+    let got: Vec<(&str, Option<u64>)> = want.iter().map(|(k, _)| (*k, j[*k].as_u64())).collect();
+    let want: Vec<(&str, Option<u64>)> = want.iter().map(|(k, v)| (*k, Some(*v))).collect();
+    assert_eq!(got, want, "{j}");
+}

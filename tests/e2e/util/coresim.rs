@@ -1,0 +1,84 @@
+//! The core simulator as the tests use it: a `coresim` process and testkit's HTTP client
+//! for it (`/_stats`, inquiries, bookings made directly).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use testkit::CoreHttp;
+
+use super::messages::guid_of;
+use super::process::Server;
+
+/// A running core simulator, killed on drop.
+pub struct Core {
+    pub server: Server,
+    http: CoreHttp,
+}
+
+impl Core {
+    /// A simulator on a free port (`extra`: e.g. `--slow-ms 1000`).
+    pub fn start(extra: &[&str]) -> Core {
+        Core::listening_on("127.0.0.1:0", extra)
+    }
+
+    /// A simulator on `port`: a core that comes back where a relay already points.
+    pub fn on_port(port: u16, extra: &[&str]) -> Core {
+        Core::listening_on(&format!("127.0.0.1:{port}"), extra)
+    }
+
+    fn listening_on(listen: &str, extra: &[&str]) -> Core {
+        let server = Server::spawn("coresim", &[&["--listen", listen], extra].concat());
+        let http = CoreHttp::new(&server.url(), Duration::from_secs(30));
+        Core { server, http }
+    }
+
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// `/_stats`: `{"bookings":N,"by_guid":{…},"inquiries":M}`.
+    pub fn stats(&self) -> Value {
+        self.http.stats().expect("core /_stats")
+    }
+
+    /// How many times the core booked `guid`.
+    pub fn bookings(&self, guid: &str) -> u64 {
+        self.http.bookings(guid).expect("core /_stats")
+    }
+
+    /// How many bookings the core made in all.
+    pub fn total_bookings(&self) -> u64 {
+        self.stats()["bookings"].as_u64().expect("bookings")
+    }
+
+    /// How many inquiries the core answered.
+    pub fn inquiries(&self) -> u64 {
+        self.stats()["inquiries"].as_u64().expect("inquiries")
+    }
+
+    /// Bookings per GUID.
+    pub fn by_guid(&self) -> BTreeMap<String, u64> {
+        self.stats()["by_guid"]
+            .as_object()
+            .expect("by_guid")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_u64().expect("a count")))
+            .collect()
+    }
+
+    /// The inquiry `GET /v1/transfers/{guid}`: the booking, or `None` on 404 (counts as an
+    /// inquiry in `/_stats`).
+    pub fn inquiry(&self, guid: &str) -> Option<Value> {
+        self.http.inquiry(guid).expect("core inquiry")
+    }
+
+    /// Books the transfer in request message `m` directly, as if an earlier send had reached
+    /// the core. Returns the booking JSON.
+    pub fn book(&self, m: &[u8]) -> Value {
+        let t = ledger::wire::parse_request(m).expect("a valid request");
+        self.http
+            .book(&t)
+            .unwrap_or_else(|e| panic!("booking {}: {e:#}", guid_of(m)))
+    }
+}

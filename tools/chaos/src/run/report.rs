@@ -1,0 +1,252 @@
+//! Phase 5: the report. The figures (what was sent and answered, what was killed, what the
+//! core booked, what the ledger holds, what the tools did), every check with its count,
+//! every violation with its evidence from the logs, and PASS or FAIL.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use super::Run;
+use super::check::Verdict;
+use super::quiesce::Quiesced;
+use crate::channel::{Answer, Kind, Sent};
+use crate::check::{self, TITLES};
+use crate::plan::Memo;
+use crate::tools::Tally;
+
+/// How many violations get their evidence gathered from the logs.
+const EVIDENCE_FOR: usize = 20;
+
+impl Run<'_> {
+    /// Prints everything; keeps the work directory if asked or if anything failed. True when
+    /// no violation was found. The run ends here: dropping it stops what is left.
+    pub(super) fn report(self, q: &Quiesced, v: &Verdict) -> bool {
+        self.figures(q, v);
+        let violations = self.checks(q, v);
+        if self.cfg.keep || violations > 0 {
+            let kept = self.work.tmp.keep();
+            println!("chaos: work dir kept: {}", kept.display());
+        }
+        if violations == 0 {
+            println!("chaos: PASS (seed {}, 0 violations)", self.cfg.seed);
+        } else {
+            println!(
+                "chaos: FAIL (seed {}, {violations} violations; replay with --seed {})",
+                self.cfg.seed, self.cfg.seed
+            );
+        }
+        violations == 0
+    }
+
+    fn figures(&self, q: &Quiesced, v: &Verdict) {
+        let sents = &q.sents;
+        let kinds = |k: Kind| sents.iter().filter(|s| s.kind == k).count();
+        let mut by_code: BTreeMap<String, usize> = BTreeMap::new();
+        let (mut no_reply, mut timeouts, mut garbage) = (0, 0, 0);
+        for s in sents {
+            match &s.answer {
+                Answer::Reply(_) => *by_code.entry(s.code().unwrap_or_default()).or_default() += 1,
+                Answer::NoReply(_) => no_reply += 1,
+                Answer::Timeout => timeouts += 1,
+                Answer::Garbage(_) => garbage += 1,
+            }
+        }
+        let mut by_memo: BTreeMap<&str, usize> = BTreeMap::new();
+        for s in sents.iter().filter(|s| s.kind == Kind::New) {
+            *by_memo.entry(s.req.memo.name()).or_default() += 1;
+        }
+        let mut by_state: BTreeMap<String, usize> = BTreeMap::new();
+        for r in &v.rows {
+            let key = format!("{} {}", r.state, r.rsp_code.as_deref().unwrap_or("-"));
+            *by_state.entry(key).or_default() += 1;
+        }
+        let mut fail500: BTreeMap<String, usize> = BTreeMap::new();
+        for r in v
+            .rows
+            .iter()
+            .filter(|r| check::row_memo(r) == Some(Memo::Fail500))
+        {
+            *fail500.entry(r.state.to_string()).or_default() += 1;
+        }
+        let fail500_rows: usize = fail500.values().sum();
+
+        println!("figures:");
+        let line = |k: &str, v: String| println!("  {k:<28} {v}");
+        line("requests", sents.len().to_string());
+        line(
+            "  new transfers",
+            format!("{} ({})", kinds(Kind::New), joined(&by_memo)),
+        );
+        line("  resends (same bytes)", kinds(Kind::Resend).to_string());
+        line(
+            "  in-flight resends",
+            format!(
+                "{} pairs ({} twins sent; {} pairs saw E903)",
+                kinds(Kind::InFlightFirst),
+                kinds(Kind::InFlightTwin),
+                e903_pairs(sents)
+            ),
+        );
+        line(
+            "  other-amount resends",
+            kinds(Kind::OtherAmount).to_string(),
+        );
+        line("replies by code", joined(&by_code));
+        line(
+            "no reply",
+            format!(
+                "{no_reply} (connection broke or relay down; timeouts {timeouts}, bad frames {garbage})"
+            ),
+        );
+        line(
+            "relay kills",
+            format!("{} ({} starts)", self.relay.kills, self.relay.starts),
+        );
+        line(
+            "core restarts",
+            format!(
+                "{} ({} kills incl. the final stop)",
+                self.core.starts.saturating_sub(1),
+                self.core.kills
+            ),
+        );
+        line(
+            "core bookings",
+            format!(
+                "{} of {} GUIDs",
+                v.stats["bookings"],
+                v.stats["by_guid"].as_object().map_or(0, |m| m.len())
+            ),
+        );
+        line(
+            "ledger rows",
+            format!("{} ({})", v.rows.len(), joined(&by_state)),
+        );
+        line(
+            "  FAIL500 rows",
+            format!(
+                "{fail500_rows} ({}; the simulator never books them, so they cycle \
+                 UNKNOWN -> FAILED -> UNKNOWN)",
+                joined(&fail500)
+            ),
+        );
+        for (name, t) in &q.tallies {
+            line(&format!("{name} runs"), tally_line(t));
+        }
+        line(
+            "settling",
+            format!(
+                "{} rounds, {} tool runs ({}); leftovers {}",
+                q.settle_rounds,
+                q.settle.runs,
+                exits(&q.settle),
+                if q.leftovers == usize::MAX {
+                    "?".to_string()
+                } else {
+                    q.leftovers.to_string()
+                }
+            ),
+        );
+    }
+
+    /// Prints every check and every violation; returns how many violations there were.
+    fn checks(&self, q: &Quiesced, v: &Verdict) -> usize {
+        let checks = &v.checks;
+        println!("checks:");
+        for (id, title) in TITLES {
+            let n = checks.examined.get(id).copied().unwrap_or(0);
+            let bad = checks.failed(id);
+            println!(
+                "  {id} {title}: {bad} violations in {n} cases {}",
+                if bad == 0 { "ok" } else { "FAILED" }
+            );
+        }
+        let tool_violations: Vec<&String> = q
+            .tallies
+            .values()
+            .chain(std::iter::once(&q.settle))
+            .flat_map(|t| t.violations.iter())
+            .collect();
+        let process_violations = self.crashes.len() + tool_violations.len();
+        println!(
+            "  (g) relay and core never exit by themselves nor panic; tools exit 0 or 3: {} violations {}",
+            process_violations,
+            if process_violations == 0 {
+                "ok"
+            } else {
+                "FAILED"
+            }
+        );
+
+        let total = checks.violations.len() + process_violations;
+        if total == 0 {
+            return 0;
+        }
+        println!("violations:");
+        let files: Vec<PathBuf> = [
+            "core.journal",
+            "relay.log",
+            "coresim.log",
+            "resolve.log",
+            "reprocess.log",
+        ]
+        .iter()
+        .map(|f| self.work.dir.join(f))
+        .collect();
+        for (i, v) in checks.violations.iter().enumerate() {
+            println!("  VIOLATION {} guid={}: {}", v.check, v.guid, v.what);
+            if i < EVIDENCE_FOR {
+                print!("{}", check::evidence(&v.guid, &files, &q.sents, 40));
+            }
+        }
+        for c in &self.crashes {
+            println!("  VIOLATION (g) {c}");
+        }
+        for t in tool_violations {
+            println!("  VIOLATION (g) {t}");
+        }
+        total
+    }
+}
+
+/// In-flight pairs where one of the two was told E903.
+fn e903_pairs(sents: &[Sent]) -> usize {
+    let mut pairs: HashMap<&str, Vec<&Sent>> = HashMap::new();
+    for s in sents
+        .iter()
+        .filter(|s| matches!(s.kind, Kind::InFlightFirst | Kind::InFlightTwin))
+    {
+        pairs.entry(s.req.guid.as_str()).or_default().push(s);
+    }
+    pairs
+        .values()
+        .filter(|p| p.iter().any(|s| s.code().as_deref() == Some("E903")))
+        .count()
+}
+
+/// `k1 n1, k2 n2, …`.
+fn joined<K: std::fmt::Display>(counts: &BTreeMap<K, usize>) -> String {
+    counts
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn exits(t: &Tally) -> String {
+    t.by_exit
+        .iter()
+        .map(|(c, n)| format!("exit {c}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn tally_line(t: &Tally) -> String {
+    let totals = t
+        .totals
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("{} ({}); {totals}", t.runs, exits(t))
+}
