@@ -43,6 +43,12 @@ pub trait Store: Send + Sync {
     fn count_by_state(&self) -> Result<Vec<(State, i64)>>;
     /// The durability settings of every connection this store writes or reads with.
     fn durability(&self) -> Result<Vec<Durability>>;
+    /// Whether the relay should try the claim before reading the row: cheaper where a write
+    /// that finds its row costs nothing (PostgreSQL), dearer where every write queues for
+    /// one lock (SQLite).
+    fn claims_first(&self) -> bool {
+        false
+    }
 }
 
 /// What one connection's durability rests on, as its database reports it.

@@ -65,9 +65,11 @@ const MAX_ROUNDS: usize = 3;
 
 /// Answers one request message (the frame's content).
 ///
-/// The row is read first, so that a resend of a known GUID is answered without queueing a
-/// write. A read never authorises a send: only a claim's row count does (the INSERT for a new
-/// GUID, the guarded UPDATE for a FAILED one). When a claim loses, the row is read again.
+/// On SQLite the row is read first, so that a resend of a known GUID is answered without
+/// queueing a write; on PostgreSQL the claim comes first (one round trip for a new GUID; a
+/// claim that finds the row writes nothing). A read never authorises a send: only a claim's
+/// row count does (the INSERT for a new GUID, the guarded UPDATE for a FAILED one). When a
+/// claim loses, the row is read again.
 pub fn handle<S: Store + ?Sized>(store: &S, core: &CoreClient, msg: &[u8]) -> Handled {
     let t = match wire::parse_request(msg) {
         Ok(t) => t,
@@ -84,8 +86,18 @@ pub fn handle<S: Store + ?Sized>(store: &S, core: &CoreClient, msg: &[u8]) -> Ha
         warn!("guid={} cannot {what} the ledger: {e}", t.guid);
         Handled::short(&t.guid, msg, wire::E_LEDGER, None)
     };
-    for _ in 0..MAX_ROUNDS {
-        let claimed = match store.read(&t.guid) {
+    for round in 0..MAX_ROUNDS {
+        let read = if round == 0 && store.claims_first() {
+            // The contract's order: claim, and read only if the claim lost.
+            match store.claim_new(&t.guid, TX_TRNF, msg) {
+                Ok(true) => return send_and_record(store, core, &t, msg, 1),
+                Ok(false) => store.read(&t.guid),
+                Err(e) => return ledger_error("write", &e),
+            }
+        } else {
+            store.read(&t.guid)
+        };
+        let claimed = match read {
             Err(e) => return ledger_error("read", &e),
             Ok(None) => store
                 .claim_new(&t.guid, TX_TRNF, msg)

@@ -306,6 +306,10 @@ impl Store for PgStore {
         })
     }
 
+    fn claims_first(&self) -> bool {
+        true
+    }
+
     /// The setting of every connection the pool may hold (opened at once if need be).
     fn durability(&self) -> Result<Vec<Durability>> {
         self.pool.durability_of_all()
