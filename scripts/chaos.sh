@@ -6,8 +6,13 @@
 # 1: violations (printed with GUID and evidence); 2: the run could not be carried out.
 #
 #   scripts/chaos.sh [--secs 60] [--seed N] [--channels 32] [--work-dir DIR] [--keep]
+#                    [--backend sqlite|postgres] [--relays N]
 #
-# The seed is always printed: the same --seed replays the same actions and kill schedule.
+# With --backend postgres the run starts a PostgreSQL cluster of its own (the server
+# binaries must be installed; it refuses in one line otherwise) and restarts it in immediate
+# mode every 5-10 s; with --relays N, N relays share the ledger and resends mostly go to
+# another relay than the first send. The seed is always printed: the same --seed replays the
+# same actions, routes and kill schedule (database restarts included).
 set -euo pipefail
 
 if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then
@@ -17,8 +22,12 @@ usage: scripts/chaos.sh [chaos flags]
 Builds with `cargo build --release --workspace --bins` and runs target/release/chaos.
 Flags (passed through):
   --secs N        how long the traffic and the kills go on (default 60)
-  --seed N        seed of the channels' actions and of the kill schedule (default: clock)
+  --seed N        seed of the channels' actions and routes and of the kill schedule
+                  (default: clock)
   --channels N    channel threads (default 32)
+  --backend B     sqlite (default: a file in the work dir) or postgres (a PostgreSQL
+                  cluster of the run's own, restarted in immediate mode every 5-10 s)
+  --relays N      relays sharing the ledger, each on its own port (default 1)
   --bin-dir DIR   where the workspace binaries are (default: next to chaos)
   --work-dir DIR  parent of the run's temp dir (default: the system temp dir)
   --keep          keep the temp dir (ledger, journal, logs) and print its path

@@ -14,7 +14,64 @@ fn sqlite_siblings(path: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
-fn inspect_opens_the_ledger_read_only() {
+fn inspect_lists_rows_and_counts_and_changes_nothing() {
+    skip_if_unavailable!();
+    let s = Scene::new()
+        .rows([
+            RowSpec::new("G-IN-DONE", State::Done).code("0000").age(DAY),
+            RowSpec::unknown(&msg("G-IN-UNK", 5, "")).age(OLD),
+            RowSpec::bare("G-IN-BARE", State::Failed),
+        ])
+        .build();
+    let before = rows_by_guid(&s.db);
+    let at = |g: &str| s.db.row(g).unwrap().updated_at;
+
+    let r = tool("inspect", &["--db", s.db.arg()]);
+    r.expect_code(EXIT_SETTLED);
+    assert_eq!(
+        r.stdout(),
+        format!(
+            "guid\tstate\trsp_code\tattempts\tupdated_at\n\
+             G-IN-DONE\tDONE\t0000\t1\t{}\n\
+             G-IN-UNK\tUNKNOWN\tE901\t1\t{}\n\
+             G-IN-BARE\tFAILED\t-\t0\t{}\n\
+             rows by state: 1 DONE, 1 FAILED, 1 UNKNOWN\n",
+            at("G-IN-DONE"),
+            at("G-IN-UNK"),
+            at("G-IN-BARE")
+        )
+    );
+    let r = tool(
+        "inspect",
+        &["--db", s.db.arg(), "--guid", "G-IN-UNK", "--json"],
+    );
+    r.expect_code(EXIT_SETTLED);
+    let j = r.json();
+    assert_eq!(j["rows"].as_array().map(Vec::len), Some(1), "{j}");
+    assert_eq!(j["rows"][0]["guid"], "G-IN-UNK", "{j}");
+    assert_eq!(
+        j["by_state"],
+        serde_json::json!({"DONE": 1, "FAILED": 1, "UNKNOWN": 1})
+    );
+    assert_eq!(rows_by_guid(&s.db), before, "nothing changed");
+}
+
+#[test]
+fn inspect_on_a_ledger_no_tool_created_is_exit_1_and_creates_nothing() {
+    skip_if_unavailable!();
+    let db = temp_ledger();
+    for extra in [&[][..], &["--json"][..]] {
+        let r = tool("inspect", &[&["--db", db.arg()][..], extra].concat());
+        r.expect_code(EXIT_FATAL);
+        assert_eq!(r.stderr().lines().count(), 1, "{}", r.stderr());
+        assert_eq!(r.stdout(), "");
+    }
+    assert!(!db.created(), "inspect created the ledger");
+}
+
+#[test]
+fn inspect_opens_a_hand_made_sqlite_file_without_changing_a_byte() {
+    sqlite_only!("a file's bytes, its WAL siblings and its pragmas are SQLite's");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("hand.db");
     let schema = include_str!("../../schema.sql");

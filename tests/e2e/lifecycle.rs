@@ -7,8 +7,9 @@ use crate::util::*;
 
 #[test]
 fn sigterm_finishes_requests_in_flight_and_exits_zero() {
+    skip_if_unavailable!();
     let core = Core::start(&["--slow-ms", "1000"]);
-    let db = TempLedger::new();
+    let db = temp_ledger();
     let mut relay = start_relay(&db, &core.url(), &[]);
     let mut idle = Channel::connect(&relay.addr);
     let m = msg("G-TERM", 5, "SLOW");
@@ -30,8 +31,9 @@ fn sigterm_finishes_requests_in_flight_and_exits_zero() {
 
 #[test]
 fn sigint_on_an_idle_relay_exits_zero_at_once() {
+    skip_if_unavailable!();
     let core = Core::start(&[]);
-    let db = TempLedger::new();
+    let db = temp_ledger();
     let mut relay = start_relay(&db, &core.url(), &[]);
     let _idle = Channel::connect(&relay.addr);
     relay.signal("-INT");
@@ -43,6 +45,7 @@ fn sigint_on_an_idle_relay_exits_zero_at_once() {
 
 #[test]
 fn connections_beyond_the_limit_are_closed_at_once_and_logged() {
+    skip_if_unavailable!();
     let s = Scene::new()
         .core(&[])
         .relay(&["--max-connections", "3"])
@@ -72,6 +75,7 @@ fn connections_beyond_the_limit_are_closed_at_once_and_logged() {
 
 #[test]
 fn a_thousand_idle_connections_do_not_slow_a_new_one() {
+    skip_if_unavailable!();
     // All from 127.0.0.1: the per-peer limit (default 256) is raised for this test.
     let s = Scene::new()
         .core(&[])
@@ -90,8 +94,9 @@ fn a_thousand_idle_connections_do_not_slow_a_new_one() {
 
 #[test]
 fn sigkill_right_after_a_reply_keeps_the_done_row() {
+    skip_if_unavailable!();
     let core = Core::start(&[]);
-    let db = TempLedger::new();
+    let db = temp_ledger();
     let mut relay = start_relay(&db, &core.url(), &[]);
     let m = msg("G-KILL", 5, "");
     let reply = call(&relay.addr, &m);

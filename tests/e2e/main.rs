@@ -4,8 +4,17 @@
 //! is in `util` (on top of `tools/testkit`).
 //!
 //! `cargo test --test e2e` runs them all; `cargo test --test e2e resolve::` one module.
+//!
+//! The ledger is SQLite here. `tests/e2e_pg` compiles the modules that mean something on
+//! any ledger (`util`, `batch_usage`, `inspect`, `lifecycle`, `purge`, `relay`, `reprocess`,
+//! `resolve`) once more with the ledger on PostgreSQL, where their tests that only mean
+//! something on SQLite say so and return (`sqlite_only!`); `scripts`, `bench_smoke` and
+//! `chaos_smoke` are SQLite's alone.
 
 mod util;
+
+/// The ledger backend of every test in this binary.
+const BACKEND: util::Backend = util::Backend::Sqlite;
 
 mod batch_usage;
 mod bench_smoke;

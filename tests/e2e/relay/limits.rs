@@ -10,24 +10,20 @@ use crate::util::*;
 
 #[test]
 fn bad_flags_and_fatal_errors_are_one_clear_line() {
+    skip_if_unavailable!();
     let r = Run::new("relay", &["--db", "x.db", "--read-timeout-ms", "soon"]);
     r.expect_code(EXIT_USAGE);
     assert!(r.stderr().contains("--read-timeout-ms"), "{}", r.stderr());
     let r = Run::new("relay", &["--listen", "127.0.0.1:0"]);
     r.expect_code(EXIT_USAGE);
     assert!(r.stderr().contains("--db"), "{}", r.stderr());
-    let r = Run::new(
-        "relay",
-        &["--db", "/nonexistent-dir/x.db", "--listen", "127.0.0.1:0"],
-    );
-    r.expect_code(EXIT_FATAL);
-    assert_eq!(r.stderr().lines().count(), 1, "{}", r.stderr());
-    assert!(
-        r.stderr().contains("/nonexistent-dir/x.db"),
-        "{}",
-        r.stderr()
-    );
-    let db = TempLedger::new();
+    let db = temp_ledger();
+    for unusable in unusable_ledgers(&db) {
+        let r = Run::new("relay", &["--db", &unusable, "--listen", "127.0.0.1:0"]);
+        r.expect_code(EXIT_FATAL);
+        assert_eq!(r.stderr().lines().count(), 1, "{}", r.stderr());
+        assert!(r.stderr().contains(&unusable), "{}", r.stderr());
+    }
     let r = Run::new(
         "relay",
         &[
@@ -45,7 +41,8 @@ fn bad_flags_and_fatal_errors_are_one_clear_line() {
 
 #[test]
 fn the_relay_refuses_a_core_call_that_may_take_over_30_seconds() {
-    let db = TempLedger::new();
+    skip_if_unavailable!();
+    let db = temp_ledger();
     let core = dead_url();
     let base = ["--db", db.arg(), "--listen", "127.0.0.1:0", "--core", &core];
     for (connect, read) in [("1000", "40000"), ("20000", "10001")] {
@@ -71,7 +68,7 @@ fn the_relay_refuses_a_core_call_that_may_take_over_30_seconds() {
             r.stderr()
         );
         assert!(!r.stdout().contains("listening on"), "{}", r.stdout());
-        assert!(!db.path.exists(), "refused before the ledger is opened");
+        assert!(!db.created(), "refused before the ledger is opened");
     }
     // Exactly 30 s is allowed.
     let ok = start_relay(
@@ -108,7 +105,8 @@ fn open_files_limit(pid: u32) -> (String, String) {
 
 #[test]
 fn the_relay_raises_its_descriptor_limit_and_refuses_max_connections_that_cannot_fit() {
-    let db = TempLedger::new();
+    sqlite_only!("the descriptor budget counts SQLite's files per ledger connection");
+    let db = temp_ledger();
     let core = dead_url();
     let args = ["--db", db.arg(), "--listen", "127.0.0.1:0", "--core", &core];
 
@@ -136,6 +134,7 @@ fn the_relay_raises_its_descriptor_limit_and_refuses_max_connections_that_cannot
 
 #[test]
 fn one_peer_at_its_limit_does_not_lock_out_another() {
+    skip_if_unavailable!();
     let s = Scene::new()
         .core(&[])
         .relay(&["--max-connections-per-peer", "2"])

@@ -9,6 +9,7 @@ use crate::util::*;
 
 #[test]
 fn reprocess_with_the_core_down_stops_after_the_first_row() {
+    skip_if_unavailable!();
     let msgs: Vec<Vec<u8>> = (0..3)
         .map(|i| msg(&format!("G-RC-{i}"), 10 + i, ""))
         .collect();
@@ -67,6 +68,7 @@ fn reprocess_with_the_core_down_stops_after_the_first_row() {
 
 #[test]
 fn reprocess_records_every_outcome_as_the_relay_does() {
+    skip_if_unavailable!();
     let drop_m = msg("G-RO-DROP", 10, "DROP");
     let f500_m = msg("G-RO-500", 20, "FAIL500");
     let rej_m = msg("G-RO-REJ", 30, "REJECT");

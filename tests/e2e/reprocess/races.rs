@@ -10,6 +10,7 @@ use crate::util::*;
 
 #[test]
 fn reprocess_racing_channel_resends_books_every_guid_once() {
+    skip_if_unavailable!();
     const N: usize = 30;
     const RESENDERS: usize = 4;
     let port = free_port();
@@ -86,6 +87,7 @@ fn reprocess_racing_channel_resends_books_every_guid_once() {
 
 #[test]
 fn two_reprocess_runs_at_once_never_send_a_guid_twice() {
+    skip_if_unavailable!();
     const N: usize = 40;
     let msgs: Vec<Vec<u8>> = (0..N)
         .map(|i| msg(&format!("G-R2-{i:02}"), 1 + i as u64, "SLOW"))

@@ -9,6 +9,7 @@ use crate::util::*;
 
 #[test]
 fn reprocess_sends_only_failed_e902_rows_below_max_attempts() {
+    skip_if_unavailable!();
     let ok1 = msg("G-RP-OK1", 101, "");
     let ok2 = msg("G-RP-OK2", 102, "");
     let never = [
@@ -83,6 +84,7 @@ fn reprocess_sends_only_failed_e902_rows_below_max_attempts() {
 
 #[test]
 fn reprocess_never_sends_a_failed_row_whose_code_is_not_e902() {
+    skip_if_unavailable!();
     let never = [
         ("G-NS-E901", State::Failed, Some("E901")),
         ("G-NS-B001", State::Failed, Some("B001")),
@@ -128,6 +130,7 @@ fn reprocess_never_sends_a_failed_row_whose_code_is_not_e902() {
 
 #[test]
 fn reprocess_limit_sends_the_oldest_first() {
+    skip_if_unavailable!();
     let ages = [500, 100, 400, 200, 300];
     let msgs: Vec<Vec<u8>> = (0..5)
         .map(|i| msg(&format!("G-RL-{i}"), 10 + i, ""))
@@ -184,6 +187,7 @@ fn reprocess_limit_sends_the_oldest_first() {
 
 #[test]
 fn reprocess_skips_rows_without_a_usable_request_and_sends_the_rest() {
+    skip_if_unavailable!();
     let a = msg("G-RK-A", 10, "");
     let b = msg("G-RK-B", 20, "");
     let bad = ["G-RK-NULL", "G-RK-OTHER", "G-RK-JUNK"];
@@ -241,6 +245,7 @@ fn reprocess_skips_rows_without_a_usable_request_and_sends_the_rest() {
 
 #[test]
 fn reprocess_dry_run_lists_and_neither_sends_nor_writes() {
+    skip_if_unavailable!();
     let s = Scene::new()
         .core(&[])
         .row(

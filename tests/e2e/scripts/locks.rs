@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::wrappers::*;
 use crate::util::*;
 
 #[test]
@@ -123,7 +124,7 @@ fn the_lock_is_on_the_ledger_the_tool_opens_however_it_was_named() {
         "no lock next to a ledger the tool did not open"
     );
     assert!(
-        !a.path.exists(),
+        !a.created(),
         "the ledger named by LEDGER_DB was never opened"
     );
 
@@ -184,7 +185,7 @@ fn a_failing_flock_is_a_fatal_error_not_a_held_lock() {
 #[test]
 fn fatal_errors_and_a_missing_binary_have_their_codes() {
     let db = TempLedger::new();
-    let missing = db.dir.path().join("no-such-dir").join("ledger.db");
+    let missing = db.dir().join("no-such-dir").join("ledger.db");
     let missing = missing.to_str().unwrap();
 
     // The tool cannot open the ledger: its exit 1 is passed through.
@@ -193,7 +194,7 @@ fn fatal_errors_and_a_missing_binary_have_their_codes() {
         &[],
         &[
             ("LEDGER_DB", missing),
-            ("LOCK_DIR", db.dir.path().to_str().unwrap()),
+            ("LOCK_DIR", db.dir().to_str().unwrap()),
         ],
     );
     run.expect_code(EXIT_FATAL);

@@ -6,3 +6,4 @@
 mod locks;
 mod runs;
 mod settings;
+mod wrappers;

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::wrappers::*;
 use crate::util::*;
 
 #[test]

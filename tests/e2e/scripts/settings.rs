@@ -6,6 +6,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::wrappers::*;
 use crate::util::*;
 
 #[test]
@@ -149,7 +150,7 @@ fn a_malformed_setting_is_refused_before_the_tool_runs() {
         "{}",
         run.stderr()
     );
-    assert!(!db.path.exists(), "no tool ran, so no ledger was created");
+    assert!(!db.created(), "no tool ran, so no ledger was created");
 }
 
 #[test]

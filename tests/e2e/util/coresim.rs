@@ -2,6 +2,8 @@
 //! for it (`/_stats`, inquiries, bookings made directly).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -81,4 +83,28 @@ impl Core {
             .book(&t)
             .unwrap_or_else(|e| panic!("booking {}: {e:#}", guid_of(m)))
     }
+}
+
+/// A port on 127.0.0.1 where nothing listens, taken for the rest of the run by a socket
+/// bound to it that never listens: connections are refused, and no server started later
+/// (every test starts its servers on port 0, and tests run in parallel) can be given it.
+pub fn dead_port() -> u16 {
+    use socket2::{Domain, Socket, Type};
+    static HELD: Mutex<Vec<Socket>> = Mutex::new(Vec::new());
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+    sock.bind(&any.into()).expect("bind a port");
+    let port = sock
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .expect("the bound port")
+        .port();
+    HELD.lock().unwrap_or_else(|e| e.into_inner()).push(sock);
+    port
+}
+
+/// A core URL where nothing listens (see `dead_port`).
+pub fn dead_url() -> String {
+    format!("http://127.0.0.1:{}", dead_port())
 }

@@ -1,8 +1,13 @@
 //! What the end-to-end tests share, each thing once, on top of `testkit`: processes
 //! (`process`: servers, bounded runs, the batch tools), the core simulator (`coresim`), the
-//! ledger's rows (`rows`: hand-made rows, the write lock), channel messages (`messages`), the
-//! assertions several modules make (`checks`), the set-up most batch tests start from
-//! (`scene`) and the operator wrappers in `scripts/` (`scripts`).
+//! ledger's rows (`rows`: hand-made rows, a write held back from outside), channel messages
+//! (`messages`), the assertions several modules make (`checks`) and the set-up most tests
+//! start from (`scene`).
+//!
+//! This module is compiled into two test binaries: `e2e` (the ledger on SQLite) and `e2e_pg`
+//! (on PostgreSQL). Each names its backend in `crate::BACKEND`; the ledgers made here are on
+//! it. A test that runs on both starts with `skip_if_unavailable!()`; one that only means
+//! something on SQLite, with `sqlite_only!("why")`.
 //!
 //! Test modules `use crate::util::*`.
 
@@ -12,7 +17,6 @@ mod messages;
 mod process;
 mod rows;
 mod scene;
-mod scripts;
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -23,11 +27,53 @@ pub use self::messages::*;
 pub use self::process::*;
 pub use self::rows::*;
 pub use self::scene::*;
-pub use self::scripts::*;
 
+pub(crate) use crate::BACKEND;
 pub use cli::{EXIT_FATAL, EXIT_LEFT, EXIT_SETTLED, EXIT_USAGE};
 pub use ledger::{Row, State};
-pub use testkit::{TempLedger, dead_url, free_port};
+pub use testkit::temp_ledger::Backend;
+pub use testkit::{TempLedger, free_port};
+
+/// Returns from the test at once when this binary's backend is not available here
+/// (PostgreSQL not installed, outside CI; said once for the whole run).
+macro_rules! skip_if_unavailable {
+    () => {
+        if !$crate::util::BACKEND.available() {
+            return;
+        }
+    };
+}
+pub(crate) use skip_if_unavailable;
+
+/// Returns from a test that means something only on SQLite (its locks, its files, its
+/// descriptor budget) when this binary's backend is another, saying why in one line.
+macro_rules! sqlite_only {
+    ($why:expr) => {
+        if $crate::util::BACKEND != $crate::util::Backend::Sqlite {
+            fn here() {}
+            $crate::util::skipped_here(std::any::type_name_of_val(&here), $why);
+            return;
+        }
+    };
+}
+pub(crate) use sqlite_only;
+
+/// The line `sqlite_only!` prints, on the real stderr (a test's own output is captured);
+/// nothing where the backend is not available at all (that was said once already).
+pub fn skipped_here(here: &str, why: &str) {
+    use std::io::Write;
+    let test = here.strip_suffix("::here").unwrap_or(here);
+    if BACKEND.available() {
+        let _ = writeln!(std::io::stderr(), "{test}: skipped on {BACKEND}: {why}");
+    }
+}
+
+/// A ledger of the test's own on this binary's backend.
+pub fn temp_ledger() -> TempLedger {
+    TempLedger::on(BACKEND).unwrap_or_else(|| {
+        panic!("{BACKEND} is not available: start the test with skip_if_unavailable!()")
+    })
+}
 
 /// Age given to rows that every selection should admit (`--min-age 60`, `--stale-sent 60`).
 pub const OLD: u64 = 120;

@@ -1,5 +1,5 @@
-//! The set-up most tests start from: a temp ledger, perhaps a core simulator, perhaps a
-//! relay, and rows made by hand.
+//! The set-up most tests start from: a temp ledger (on the binary's backend), perhaps a
+//! core simulator, perhaps a relay, and rows made by hand.
 //!
 //! ```ignore
 //! let s = Scene::new()
@@ -16,7 +16,7 @@ use testkit::TempLedger;
 
 use super::coresim::Core;
 use super::process::{Run, Server, reprocess, resolve, start_relay};
-use super::rows::RowSpec;
+use super::rows::{RowSpec, insert_all};
 
 /// What a test runs against. Fields drop in order: the relay stops before the core.
 pub struct Scene {
@@ -121,9 +121,9 @@ impl SceneBuilder {
     }
 
     pub fn build(self) -> Scene {
-        let db = TempLedger::new();
-        for row in &self.rows {
-            row.insert(&db);
+        let db = super::temp_ledger();
+        if !self.rows.is_empty() {
+            insert_all(&db, &self.rows);
         }
         let core = self.core.map(|args| Core::start(&strs(&args)));
         let relay = self.relay.map(|(to, args)| {

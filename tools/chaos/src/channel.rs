@@ -1,6 +1,7 @@
-//! A channel: one thread, one persistent connection to the relay (reopened whenever the relay
-//! went away), playing its planner's steps one after another and recording every request
-//! with what came back.
+//! A channel: one thread, a persistent connection to each relay (reopened whenever the relay
+//! went away), playing its planner's steps one after another, each sent to the relay its
+//! router says, and recording every request with what came back. A relay that cannot be
+//! reached is passed over for the next one, as a load balancer would.
 
 use std::io;
 use std::net::SocketAddr;
@@ -13,13 +14,13 @@ use ledger::wire;
 use testkit::Chan;
 use testkit::channel::is_timeout;
 
-use crate::plan::{Action, Planner, Request};
+use crate::plan::{Action, Planner, Request, Router};
 
 /// How long a channel waits for a reply. The relay answers within its connect + read
 /// timeouts plus ledger waits (5 s busy timeout at most, twice); longer means it hangs.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
-/// The pause after an `E902`.
-const E902_PAUSE: Duration = Duration::from_millis(200);
+/// The pause after an `E902` or an `E905`.
+const BACKOFF_PAUSE: Duration = Duration::from_millis(200);
 /// How long the second sender of an in-flight pair tries to connect.
 const TWIN_CONNECT: Duration = Duration::from_secs(2);
 /// How long one connection attempt may take.
@@ -60,6 +61,8 @@ pub struct Sent {
     pub row_known: bool,
     /// Seconds since the start of the run, when it was sent.
     pub at: f64,
+    /// The relay it was sent to (index into `Ctx::relays`).
+    pub relay: usize,
 }
 
 impl Sent {
@@ -74,7 +77,8 @@ impl Sent {
 }
 
 pub struct Ctx {
-    pub relay: SocketAddr,
+    /// Every relay's address; relay `i` keeps its port across restarts.
+    pub relays: Vec<SocketAddr>,
     pub stop: Arc<AtomicBool>,
     pub start: Instant,
 }
@@ -82,33 +86,40 @@ pub struct Ctx {
 /// Plays channel `index` until `ctx.stop` is set; returns what it sent.
 pub fn run(seed: u64, index: usize, ctx: &Ctx) -> Vec<Sent> {
     let mut planner = Planner::new(seed, index);
-    let mut conn: Option<Chan> = None;
+    let mut router = Router::new(seed, index, ctx.relays.len());
+    let mut conns: Vec<Option<Chan>> = ctx.relays.iter().map(|_| None).collect();
     let mut sent = Vec::new();
     // Per GUID of this channel's history: a reply implying a row has been seen.
     let mut row_known: Vec<bool> = Vec::new();
     while !ctx.stop.load(Ordering::Relaxed) {
         let step = planner.next_step();
+        let route = router.route(&step.action);
         thread::sleep(step.pause);
-        // Told "not sent" (the core is down), a channel lets it rest a moment rather than
-        // fill the ledger with FAILED rows at full speed.
+        // Told "not sent" (the core is down) or "cannot write the ledger" (the database server
+        // is restarting), a channel lets it rest a moment rather than fill the ledger with
+        // FAILED rows, or the relay's log with E905s, at full speed.
         if sent
             .last()
-            .is_some_and(|s: &Sent| s.code().as_deref() == Some("E902"))
+            .is_some_and(|s: &Sent| matches!(s.code().as_deref(), Some("E902" | "E905")))
         {
-            thread::sleep(E902_PAUSE);
+            thread::sleep(BACKOFF_PAUSE);
         }
+        let mut one = |kind, req, known| {
+            let to = route.to;
+            send_one(ctx, &mut conns, to, index, kind, req, known)
+        };
         match step.action {
             Action::New(req) => {
                 row_known.push(false);
                 let h = row_known.len() - 1;
-                let Some(s) = send_one(ctx, &mut conn, index, Kind::New, req, false) else {
+                let Some(s) = one(Kind::New, req, false) else {
                     break;
                 };
                 row_known[h] |= implies_row(&s);
                 sent.push(s);
             }
             Action::Resend { index: h, req } => {
-                let Some(s) = send_one(ctx, &mut conn, index, Kind::Resend, req, false) else {
+                let Some(s) = one(Kind::Resend, req, false) else {
                     break;
                 };
                 row_known[h] |= implies_row(&s);
@@ -116,7 +127,7 @@ pub fn run(seed: u64, index: usize, ctx: &Ctx) -> Vec<Sent> {
             }
             Action::OtherAmount { index: h, req } => {
                 let known = row_known[h];
-                let Some(s) = send_one(ctx, &mut conn, index, Kind::OtherAmount, req, known) else {
+                let Some(s) = one(Kind::OtherAmount, req, known) else {
                     break;
                 };
                 sent.push(s);
@@ -124,7 +135,8 @@ pub fn run(seed: u64, index: usize, ctx: &Ctx) -> Vec<Sent> {
             Action::InFlight(req) => {
                 row_known.push(false);
                 let h = row_known.len() - 1;
-                let (first, twin) = send_twins(ctx, &mut conn, index, &req);
+                let (first, twin) =
+                    send_twins(ctx, &mut conns, (route.to, route.twin), index, &req);
                 for s in first.into_iter().chain(twin) {
                     row_known[h] |= implies_row(&s);
                     sent.push(s);
@@ -140,21 +152,22 @@ pub fn implies_row(s: &Sent) -> bool {
     matches!(s.code().as_deref(), Some(c) if c != "E900" && c != "E905")
 }
 
-/// Sends one request on the persistent connection, (re)connecting first. `None`: the run
-/// stopped before it could be sent.
+/// Sends one request to relay `to` (or the next one that can be reached) on the persistent
+/// connection, (re)connecting first. `None`: the run stopped before it could be sent.
 fn send_one(
     ctx: &Ctx,
-    conn: &mut Option<Chan>,
+    conns: &mut [Option<Chan>],
+    to: usize,
     channel: usize,
     kind: Kind,
     req: Request,
     row_known: bool,
 ) -> Option<Sent> {
-    let stream = ensure_connected(ctx, conn, None)?;
+    let relay = ensure_connected(ctx, conns, to, None)?;
     let at = ctx.start.elapsed().as_secs_f64();
-    let answer = exchange(stream, &req.msg);
+    let answer = exchange(conns[relay].as_mut()?, &req.msg);
     if !matches!(answer, Answer::Reply(_)) {
-        *conn = None; // whatever broke, start afresh
+        conns[relay] = None; // whatever broke, start afresh
     }
     Some(Sent {
         channel,
@@ -163,27 +176,30 @@ fn send_one(
         answer,
         row_known,
         at,
+        relay,
     })
 }
 
-/// Sends the same new request from this thread (persistent connection) and from a helper
-/// thread (its own connection), released together by a barrier. Returns what was sent
-/// (either may be missing if the run stopped before it could be sent).
+/// Sends the same new request from this thread (persistent connection, to relay `to.0`) and
+/// from a helper thread (its own connection, to relay `to.1`), released together by a
+/// barrier. Returns what was sent (either may be missing if the run stopped before it could
+/// be sent).
 fn send_twins(
     ctx: &Ctx,
-    conn: &mut Option<Chan>,
+    conns: &mut [Option<Chan>],
+    to: (usize, usize),
     channel: usize,
     req: &Request,
 ) -> (Option<Sent>, Option<Sent>) {
     let barrier = Barrier::new(2);
     thread::scope(|scope| {
         let helper = scope.spawn(|| {
-            let mut own: Option<Chan> = None;
-            let connected = ensure_connected(ctx, &mut own, Some(TWIN_CONNECT)).is_some();
+            let mut own: Vec<Option<Chan>> = ctx.relays.iter().map(|_| None).collect();
+            let relay = ensure_connected(ctx, &mut own, to.1, Some(TWIN_CONNECT));
             barrier.wait();
-            let stream = own.as_mut().filter(|_| connected)?;
+            let relay = relay?;
             let at = ctx.start.elapsed().as_secs_f64();
-            let answer = exchange(stream, &req.msg);
+            let answer = exchange(own[relay].as_mut()?, &req.msg);
             Some(Sent {
                 channel,
                 kind: Kind::InFlightTwin,
@@ -191,58 +207,65 @@ fn send_twins(
                 answer,
                 row_known: false,
                 at,
+                relay,
             })
         });
-        let mine = ensure_connected(ctx, conn, None).is_some();
+        let mine = ensure_connected(ctx, conns, to.0, None);
         barrier.wait();
-        let first = if mine {
+        let first = mine.map(|relay| {
             let at = ctx.start.elapsed().as_secs_f64();
-            let stream = conn.as_mut().expect("connected");
+            let stream = conns[relay].as_mut().expect("connected");
             let answer = exchange(stream, &req.msg);
             if !matches!(answer, Answer::Reply(_)) {
-                *conn = None;
+                conns[relay] = None;
             }
-            Some(Sent {
+            Sent {
                 channel,
                 kind: Kind::InFlightFirst,
                 req: req.clone(),
                 answer,
                 row_known: false,
                 at,
-            })
-        } else {
-            None
-        };
+                relay,
+            }
+        });
         let twin = helper.join().ok().flatten();
         (first, twin)
     })
 }
 
-/// The open connection, or a new one. Retries every 50 ms while the relay is down, until
-/// `ctx.stop` is set or `limit` (if any) passes.
-fn ensure_connected<'a>(
+/// The relay a request goes to: `want` if its connection is open or can be opened, else
+/// the next relay that can be (in order, from `want`). Retries every 50 ms while none can
+/// be reached, until `ctx.stop` is set or `limit` (if any) passes.
+fn ensure_connected(
     ctx: &Ctx,
-    conn: &'a mut Option<Chan>,
+    conns: &mut [Option<Chan>],
+    want: usize,
     limit: Option<Duration>,
-) -> Option<&'a mut Chan> {
+) -> Option<usize> {
     let deadline = limit.map(|l| Instant::now() + l);
-    while conn.is_none() {
-        if ctx.stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
-            return None;
-        }
-        match Chan::connect_timeout(&ctx.relay, CONNECT_TIMEOUT, REPLY_TIMEOUT) {
-            // A connect to a port nobody listens on can, rarely, connect the socket to
-            // itself (same address both ends): that is not the relay.
-            Ok(c) if c.stream().local_addr().ok() == c.stream().peer_addr().ok() => {}
-            Ok(c) => {
-                *conn = Some(c);
-                break;
+    let n = ctx.relays.len();
+    loop {
+        for relay in (0..n).map(|k| (want + k) % n) {
+            if conns[relay].is_some() {
+                return Some(relay);
             }
-            Err(_) => {}
+            if ctx.stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+                return None;
+            }
+            match Chan::connect_timeout(&ctx.relays[relay], CONNECT_TIMEOUT, REPLY_TIMEOUT) {
+                // A connect to a port nobody listens on can, rarely, connect the socket to
+                // itself (same address both ends): that is not the relay.
+                Ok(c) if c.stream().local_addr().ok() == c.stream().peer_addr().ok() => {}
+                Ok(c) => {
+                    conns[relay] = Some(c);
+                    return Some(relay);
+                }
+                Err(_) => {}
+            }
         }
         thread::sleep(Duration::from_millis(50));
     }
-    conn.as_mut()
 }
 
 /// Sends one request and reads one reply.

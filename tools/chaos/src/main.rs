@@ -1,8 +1,11 @@
 //! `chaos`: a chaos run against the real binaries. Many channels send transfers (new ones,
 //! resends, twins in flight, other amounts) while the relay is SIGKILLed every few seconds,
-//! the core goes away now and then, and `resolve` and `reprocess` run alongside. Then it
-//! quiesces, settles what is left, and checks that no GUID was booked twice, that every
-//! booking has its DONE row and every 0000 a channel saw is what the ledger holds.
+//! the core goes away now and then, and `resolve` and `reprocess` run alongside. With
+//! `--backend postgres --relays N`, N relays share a PostgreSQL ledger on a cluster of the
+//! run's own, resends mostly go to another relay than the first send, and the database
+//! server is restarted in immediate mode now and then. Then it quiesces, settles what is
+//! left, and checks that no GUID was booked twice, that every booking has its DONE row and
+//! every 0000 a channel saw is what the ledger holds.
 //!
 //! Exit codes: 0 no violation, 1 violations (each printed with its GUID and evidence),
 //! 2 usage error or the run could not be carried out, 130 interrupted.
@@ -30,13 +33,23 @@ struct Args {
     /// How long the traffic and the kills go on, in seconds.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     secs: u64,
-    /// Seed of every channel's actions and of the kill schedule (default: from the clock;
+    /// Seed of every channel's actions (and routes) and of the kill schedule, database
+    /// restarts included (default: from the clock;
     /// always printed, so that a run can be replayed).
     #[arg(long)]
     seed: Option<u64>,
     /// Channel threads, each on its own persistent connection.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=1000))]
     channels: u64,
+    /// What holds the ledger: an SQLite file in the work dir, or a PostgreSQL cluster the
+    /// run starts for itself (PostgreSQL's server binaries must be installed) and restarts in
+    /// immediate mode every 5–10 s.
+    #[arg(long, value_enum, default_value_t = run::Backend::Sqlite)]
+    backend: run::Backend,
+    /// Relays sharing the ledger, each on its own port and SIGKILLed on its own schedule;
+    /// the channels spread their sends across them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=16))]
+    relays: u64,
     /// Where the workspace binaries are (coresim, relay, resolve, reprocess); default: the
     /// directory of this executable.
     #[arg(long)]
@@ -100,6 +113,8 @@ fn start(args: Args) -> anyhow::Result<bool> {
         secs: args.secs,
         seed,
         channels: usize::try_from(args.channels).unwrap_or(32),
+        backend: args.backend,
+        relays: usize::try_from(args.relays).unwrap_or(1),
         bin_dir,
         work_dir: args.work_dir,
         resolve_min_age: args.resolve_min_age,

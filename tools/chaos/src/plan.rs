@@ -201,13 +201,35 @@ impl Planner {
     }
 }
 
-/// A disruption, at an offset from the start of the run.
+/// A disruption, at an offset from the start of the run. Relays are numbered from 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Disruption {
-    KillRelay,
-    StartRelay,
+    KillRelay(usize),
+    StartRelay(usize),
     KillCore,
     StartCore,
+    /// The database server is stopped in immediate mode (every connection cut, no
+    /// checkpoint: a crash as far as its data is concerned) …
+    StopDb,
+    /// … and started again.
+    StartDb,
+}
+
+impl Disruption {
+    /// Its bytes in the plan's digest: relay 0's events and the core's keep the bytes they
+    /// had before there were several relays and a database, so old digests still match.
+    fn digest_bytes(self) -> Vec<u8> {
+        match self {
+            Disruption::KillRelay(0) => vec![0],
+            Disruption::StartRelay(0) => vec![1],
+            Disruption::KillCore => vec![2],
+            Disruption::StartCore => vec![3],
+            Disruption::StopDb => vec![4],
+            Disruption::StartDb => vec![5],
+            Disruption::KillRelay(i) => vec![0, i as u8, (i >> 8) as u8],
+            Disruption::StartRelay(i) => vec![1, i as u8, (i >> 8) as u8],
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,17 +238,53 @@ pub struct Event {
     pub what: Disruption,
 }
 
-/// The kill schedule for a run of `secs`: the relay is SIGKILLed every 1–4 s and restarted
-/// after 0–300 ms; the core is SIGKILLed every 3–8 s of uptime and restarted after 0.5–2 s.
-/// Sorted by time; the two streams interleave freely.
-pub fn schedule(seed: u64, secs: u64) -> Vec<Event> {
+/// What the schedule disrupts besides the core and the first relay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Targets {
+    /// How many relays there are (at least 1).
+    pub relays: usize,
+    /// Whether the database is a server of the run's own that can be restarted.
+    pub db: bool,
+}
+
+impl Targets {
+    /// One relay, an embedded ledger: the schedule as it has always been.
+    pub const SINGLE: Targets = Targets {
+        relays: 1,
+        db: false,
+    };
+}
+
+/// The stream of relay `i`'s kills, for `i` ≥ 1 (relay 0 shares `SCHEDULE_STREAM` with the
+/// core, as when there was only one relay).
+const RELAY_STREAM: u64 = SCHEDULE_STREAM + 1;
+/// The stream of the database's restarts.
+const DB_STREAM: u64 = SCHEDULE_STREAM - 1;
+/// The streams of the channels' routing across relays (`ROUTE_STREAM + channel`).
+const ROUTE_STREAM: u64 = SCHEDULE_STREAM / 2;
+
+/// The kill schedule for a run of `secs`: each relay is SIGKILLed every 1–4 s and restarted
+/// after 0–300 ms; the core is SIGKILLed every 3–8 s of uptime and restarted after 0.5–2 s;
+/// with a database server, it is stopped (immediate mode) every 5–10 s of uptime and
+/// started again after 0.1–1 s. Sorted by time; the streams interleave freely. With one
+/// relay and no database server, the schedule of the runs before there were either.
+pub fn schedule(seed: u64, secs: u64, targets: Targets) -> Vec<Event> {
     let mut rng = Rng::with_seed(stream_seed(seed, SCHEDULE_STREAM));
     let end = Duration::from_secs(secs);
     let mut events = Vec::new();
-    let relay = (Disruption::KillRelay, Disruption::StartRelay);
+    let relay = |i| (Disruption::KillRelay(i), Disruption::StartRelay(i));
     let core = (Disruption::KillCore, Disruption::StartCore);
-    outages(&mut rng, end, &mut events, relay, (1000, 4000), (0, 300));
+    outages(&mut rng, end, &mut events, relay(0), (1000, 4000), (0, 300));
     outages(&mut rng, end, &mut events, core, (3000, 8000), (500, 2000));
+    for i in 1..targets.relays {
+        let mut rng = Rng::with_seed(stream_seed(seed, RELAY_STREAM + i as u64));
+        outages(&mut rng, end, &mut events, relay(i), (1000, 4000), (0, 300));
+    }
+    if targets.db {
+        let mut rng = Rng::with_seed(stream_seed(seed, DB_STREAM));
+        let db = (Disruption::StopDb, Disruption::StartDb);
+        outages(&mut rng, end, &mut events, db, (5000, 10_000), (100, 1000));
+    }
     // Stable: a kill and a start at the same millisecond keep their order.
     events.sort_by_key(|e| e.at);
     events
@@ -255,6 +313,82 @@ fn outages(
     }
 }
 
+/// Which relay a channel sends each request to, decided by the seed alone (a stream of its
+/// own, so that the channel's actions are the same whatever the number of relays). A new
+/// GUID goes to any relay; a resend of it (byte-identical, the twin in flight, another
+/// amount) goes to another relay than its first send four times in five, as a channel
+/// behind a load balancer would see it.
+pub struct Router {
+    rng: Rng,
+    relays: usize,
+    /// The relay of the first send of every new GUID of the channel's history, in the
+    /// planner's order (New and InFlight).
+    firsts: Vec<usize>,
+}
+
+/// Out of 100, how often a resend goes to another relay than the first send.
+pub const OTHER_RELAY_PERCENT: u32 = 80;
+
+/// Where a step's request goes: `to`, and for an in-flight pair the twin's relay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub to: usize,
+    pub twin: usize,
+}
+
+impl Router {
+    pub fn new(seed: u64, channel: usize, relays: usize) -> Router {
+        Router {
+            rng: Rng::with_seed(stream_seed(seed, ROUTE_STREAM + channel as u64)),
+            relays: relays.max(1),
+            firsts: Vec::new(),
+        }
+    }
+
+    /// The relays of `action`, the planner's next step (every step must be routed, in
+    /// order: the router follows the planner's history).
+    pub fn route(&mut self, action: &Action) -> Route {
+        match action {
+            Action::New(_) => {
+                let to = self.first();
+                Route { to, twin: to }
+            }
+            Action::InFlight(_) => {
+                let to = self.first();
+                let twin = self.again(to);
+                Route { to, twin }
+            }
+            Action::Resend { index, .. } | Action::OtherAmount { index, .. } => {
+                let to = self.again(self.firsts[*index]);
+                Route { to, twin: to }
+            }
+        }
+    }
+
+    /// The relay of a new GUID's first send.
+    fn first(&mut self) -> usize {
+        let to = if self.relays == 1 {
+            0
+        } else {
+            self.rng.usize(0..self.relays)
+        };
+        self.firsts.push(to);
+        to
+    }
+
+    /// The relay of a resend of a GUID first sent to `first`.
+    fn again(&mut self, first: usize) -> usize {
+        if self.relays == 1 {
+            return 0;
+        }
+        if self.rng.u32(0..100) < OTHER_RELAY_PERCENT {
+            (first + 1 + self.rng.usize(0..self.relays - 1)) % self.relays
+        } else {
+            first
+        }
+    }
+}
+
 /// FNV-1a, for printing short digests of a plan (stable across Rust versions).
 pub struct Digest(u64);
 
@@ -275,14 +409,26 @@ impl Digest {
     }
 }
 
-/// A digest of the first `steps` steps of every channel and of the schedule: equal digests
-/// mean the same actions in the same order.
-pub fn plan_digest(seed: u64, channels: usize, steps: usize, events: &[Event]) -> u64 {
+/// A digest of the first `steps` steps of every channel (with several relays, also their
+/// routes) and of the schedule: equal digests mean the same actions in the same order.
+pub fn plan_digest(
+    seed: u64,
+    channels: usize,
+    relays: usize,
+    steps: usize,
+    events: &[Event],
+) -> u64 {
     let mut d = Digest::new();
     for c in 0..channels {
         let mut p = Planner::new(seed, c);
+        let mut r = Router::new(seed, c, relays);
         for _ in 0..steps {
             let step = p.next_step();
+            let route = r.route(&step.action);
+            // With one relay there is nothing to route: the digest of the runs before.
+            if relays > 1 {
+                d.add(&[route.to as u8, route.twin as u8]);
+            }
             d.add(&step.pause.as_millis().to_le_bytes());
             let (tag, req) = match &step.action {
                 Action::New(r) => (0u8, r),
@@ -296,7 +442,7 @@ pub fn plan_digest(seed: u64, channels: usize, steps: usize, events: &[Event]) -
     }
     for e in events {
         d.add(&e.at.as_millis().to_le_bytes());
-        d.add(&[e.what as u8]);
+        d.add(&e.what.digest_bytes());
     }
     d.value()
 }
@@ -357,21 +503,122 @@ mod tests {
 
     #[test]
     fn schedule_is_deterministic_sorted_and_within_the_run() {
-        let a = schedule(5, 60);
-        assert_eq!(a, schedule(5, 60));
-        assert_ne!(a, schedule(6, 60));
+        let a = schedule(5, 60, Targets::SINGLE);
+        assert_eq!(a, schedule(5, 60, Targets::SINGLE));
+        assert_ne!(a, schedule(6, 60, Targets::SINGLE));
         assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
-        let kills = a.iter().filter(|e| e.what == Disruption::KillRelay).count();
+        let kills = a
+            .iter()
+            .filter(|e| e.what == Disruption::KillRelay(0))
+            .count();
         assert!((12..=60).contains(&kills), "{kills} relay kills in 60 s");
         assert!(a.iter().any(|e| e.what == Disruption::KillCore));
+        assert!(
+            !a.iter()
+                .any(|e| matches!(e.what, Disruption::StopDb | Disruption::KillRelay(1..)))
+        );
         // Every kill is followed by its start.
         for (kill, start) in [
-            (Disruption::KillRelay, Disruption::StartRelay),
+            (Disruption::KillRelay(0), Disruption::StartRelay(0)),
             (Disruption::KillCore, Disruption::StartCore),
         ] {
             let k = a.iter().filter(|e| e.what == kill).count();
             let s = a.iter().filter(|e| e.what == start).count();
             assert_eq!(k, s);
+        }
+    }
+
+    #[test]
+    fn more_relays_and_a_database_keep_the_single_relay_schedule() {
+        let single = schedule(5, 60, Targets::SINGLE);
+        let targets = Targets {
+            relays: 3,
+            db: true,
+        };
+        let many = schedule(5, 60, targets);
+        assert_eq!(many, schedule(5, 60, targets));
+        // Relay 0 and the core: the same events as with one relay.
+        let old: Vec<Event> = many
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.what,
+                    Disruption::KillRelay(0)
+                        | Disruption::StartRelay(0)
+                        | Disruption::KillCore
+                        | Disruption::StartCore
+                )
+            })
+            .copied()
+            .collect();
+        assert_eq!(old, single);
+        assert!(many.windows(2).all(|w| w[0].at <= w[1].at));
+        for (kill, start) in [
+            (Disruption::KillRelay(1), Disruption::StartRelay(1)),
+            (Disruption::KillRelay(2), Disruption::StartRelay(2)),
+            (Disruption::StopDb, Disruption::StartDb),
+        ] {
+            let k = many.iter().filter(|e| e.what == kill).count();
+            let s = many.iter().filter(|e| e.what == start).count();
+            assert_eq!(k, s, "{kill:?}");
+            assert!(k >= 3, "{k} {kill:?} in 60 s");
+        }
+        // The database: up 5–10 s, down 0.1–1 s.
+        let db: Vec<&Event> = many
+            .iter()
+            .filter(|e| matches!(e.what, Disruption::StopDb | Disruption::StartDb))
+            .collect();
+        for pair in db.chunks(2) {
+            let down = pair[1].at - pair[0].at;
+            assert!(down >= Duration::from_millis(100) && down <= Duration::from_millis(1000));
+        }
+        for w in db[1..].chunks(2).filter(|w| w.len() == 2) {
+            let up = w[1].at - w[0].at;
+            assert!(up >= Duration::from_millis(5000) && up <= Duration::from_millis(10_000));
+        }
+        assert!(!many.iter().any(|e| e.what == Disruption::KillRelay(3)));
+    }
+
+    #[test]
+    fn one_relay_routes_everything_to_it_and_keeps_the_digest() {
+        let events = schedule(1, 45, Targets::SINGLE);
+        // The digest of `--seed 1 --secs 45` before there were several relays.
+        assert_eq!(plan_digest(1, 32, 1, 200, &events), 0xa13c45a4ecde1d7e);
+        let mut p = Planner::new(1, 0);
+        let mut r = Router::new(1, 0, 1);
+        for _ in 0..500 {
+            assert_eq!(r.route(&p.next_step().action), Route { to: 0, twin: 0 });
+        }
+    }
+
+    #[test]
+    fn resends_mostly_go_to_another_relay() {
+        let mut p = Planner::new(9, 4);
+        let mut r = Router::new(9, 4, 3);
+        let mut firsts = Vec::new();
+        let (mut again, mut other) = (0, 0);
+        for _ in 0..5000 {
+            let action = p.next_step().action;
+            let route = r.route(&action);
+            assert!(route.to < 3 && route.twin < 3);
+            match action {
+                Action::New(_) => firsts.push(route.to),
+                Action::InFlight(_) => {
+                    firsts.push(route.to);
+                    again += 1;
+                    other += usize::from(route.twin != route.to);
+                }
+                Action::Resend { index, .. } | Action::OtherAmount { index, .. } => {
+                    again += 1;
+                    other += usize::from(route.to != firsts[index]);
+                }
+            }
+        }
+        let share = other * 100 / again;
+        assert!((70..=90).contains(&share), "{share}% to another relay");
+        // Every relay gets new GUIDs.
+        for relay in 0..3 {
+            assert!(firsts.iter().filter(|&&f| f == relay).count() > 500);
         }
     }
 

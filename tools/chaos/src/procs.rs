@@ -58,7 +58,8 @@ impl Drop for Guard {
 /// A server that announces `listening on HOST:PORT`: started on port 0 the first time and
 /// on that same address after every kill.
 pub struct Service {
-    pub name: &'static str,
+    /// Also its log's name (`relay.log`).
+    pub name: String,
     exe: PathBuf,
     args: Vec<String>,
     dir: PathBuf,
@@ -72,9 +73,9 @@ pub struct Service {
 }
 
 impl Service {
-    pub fn new(name: &'static str, exe: PathBuf, args: Vec<String>, dir: &Path) -> Service {
+    pub fn new(name: &str, exe: PathBuf, args: Vec<String>, dir: &Path) -> Service {
         Service {
-            name,
+            name: name.to_string(),
             exe,
             args,
             dir: dir.to_path_buf(),

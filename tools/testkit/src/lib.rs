@@ -1,12 +1,14 @@
 //! What the test tools (`coresim`'s tests, `chan`, `chaos`, `loadgen`) and the end-to-end
 //! tests share, written once: the channel client (`channel`), an HTTP client for the core
 //! simulator (`core_http`), finding and spawning the workspace's binaries (`spawn`), temp
-//! ledgers (`temp_ledger`) and free ports (`net`).
+//! ledgers (`temp_ledger`), free ports (`net`), throwaway PostgreSQL servers (`pg`) and a TCP
+//! proxy that fails the way a network does (`proxy`).
 
 pub mod channel;
 pub mod core_http;
 pub mod net;
 pub mod pg;
+pub mod proxy;
 pub mod spawn;
 pub mod temp_ledger;
 

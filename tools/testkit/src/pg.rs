@@ -6,6 +6,11 @@
 //!
 //! Each test takes a schema of its own (`Server::fresh_db`): a URL whose `options` set the
 //! `search_path`, so that the ledger's `tx` table is a new one.
+//!
+//! A cluster may be started with a set-up of its own (`Server::own_with`, `Setup`): server
+//! settings (`ssl=on`), a `pg_hba.conf` of its own, files in its data folder (a TLS
+//! certificate and key, say). Such a server's own SQL (`Server::exec`) goes through its Unix socket, so
+//! that a `pg_hba.conf` that refuses plain TCP does not lock the tests out.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,6 +28,8 @@ pub const REQUIRE_ENV: &str = "REQUIRE_POSTGRES";
 pub struct Server {
     /// `postgres://user@host:port/db` without query.
     base: String,
+    /// Where `exec` connects: `base`, or the cluster's Unix socket (`own_with`).
+    admin: String,
     /// Our own cluster, if we started one (None with TEST_DATABASE_URL).
     own: Option<Cluster>,
 }
@@ -32,6 +39,8 @@ pub struct Cluster {
     bin: PathBuf,
     data: PathBuf,
     pub port: u16,
+    /// `-c` settings beyond the defaults, given at every start.
+    extra_opts: Vec<String>,
     /// Keeps the folder (data, sockets, log) until the cluster is dropped.
     _dir: tempfile::TempDir,
 }
@@ -59,8 +68,10 @@ impl Server {
     /// `TEST_DATABASE_URL` if set, else a cluster of our own.
     pub fn start() -> anyhow::Result<Server> {
         if let Ok(url) = std::env::var("TEST_DATABASE_URL") {
+            let base = url.split('?').next().unwrap_or(&url).to_string();
             return Ok(Server {
-                base: url.split('?').next().unwrap_or(&url).to_string(),
+                admin: base.clone(),
+                base,
                 own: None,
             });
         }
@@ -71,8 +82,27 @@ impl Server {
     /// pause or stop the server).
     pub fn own() -> anyhow::Result<Server> {
         let c = Cluster::start()?;
+        let base = format!("postgres://postgres@127.0.0.1:{}/postgres", c.port);
+        Ok(Server {
+            admin: base.clone(),
+            base,
+            own: Some(c),
+        })
+    }
+
+    /// A cluster of our own started with `setup` (TLS, a `pg_hba.conf` of its own, ...). The
+    /// tests' own SQL goes through the cluster's Unix socket (trusted unless `setup.hba`
+    /// says otherwise for `local`).
+    pub fn own_with(setup: &Setup) -> anyhow::Result<Server> {
+        let c = Cluster::start_with(setup)?;
+        let admin = format!(
+            "host={} port={} user=postgres dbname=postgres",
+            c.socket_dir().display(),
+            c.port
+        );
         Ok(Server {
             base: format!("postgres://postgres@127.0.0.1:{}/postgres", c.port),
+            admin,
             own: Some(c),
         })
     }
@@ -92,8 +122,20 @@ impl Server {
 
     /// Runs SQL on the server's database as the tests' superuser.
     pub fn exec(&self, sql: &str) -> anyhow::Result<()> {
-        exec_on(&self.base, sql)
+        exec_on(&self.admin, sql)
     }
+}
+
+/// What a cluster is started with beyond the defaults (`Cluster::start_with`).
+#[derive(Debug, Clone, Default)]
+pub struct Setup {
+    /// Settings given to the server as `-c NAME=VALUE` at every start (`ssl=on`, ...).
+    pub settings: Vec<(String, String)>,
+    /// A `pg_hba.conf` replacing initdb's (which trusts everyone), if set.
+    pub hba: Option<String>,
+    /// Files written into the data folder before the first start: (name, content, mode),
+    /// owned by the server's user (a TLS key must be 0600).
+    pub files: Vec<(String, Vec<u8>, u32)>,
 }
 
 /// Runs SQL on `url` (a libpq URL, `options` honoured).
@@ -105,6 +147,12 @@ pub fn exec_on(url: &str, sql: &str) -> anyhow::Result<()> {
 
 impl Cluster {
     pub fn start() -> anyhow::Result<Cluster> {
+        Cluster::start_with(&Setup::default())
+    }
+
+    /// A cluster whose data folder gets `setup`'s files and `pg_hba.conf` after `initdb`,
+    /// and whose server runs with `setup`'s settings.
+    pub fn start_with(setup: &Setup) -> anyhow::Result<Cluster> {
         let bin = pg_bin_dir()?;
         let dir = tempfile::Builder::new().prefix("txrelay-pg").tempdir()?;
         let data = dir.path().join("data");
@@ -129,11 +177,22 @@ impl Cluster {
         if !out.status.success() {
             bail!("initdb failed: {}", String::from_utf8_lossy(&out.stderr));
         }
+        for (name, content, mode) in &setup.files {
+            write_owned(&data.join(name), content, *mode)?;
+        }
+        if let Some(hba) = &setup.hba {
+            write_owned(&data.join("pg_hba.conf"), hba.as_bytes(), 0o600)?;
+        }
         let port = crate::free_port();
         let c = Cluster {
             bin,
             data,
             port,
+            extra_opts: setup
+                .settings
+                .iter()
+                .map(|(k, v)| format!("-c {k}={v}"))
+                .collect(),
             _dir: dir,
         };
         c.pg_ctl_start(&sockets)?;
@@ -145,12 +204,21 @@ impl Cluster {
         Ok(c)
     }
 
+    /// The folder of the server's Unix socket.
+    pub fn socket_dir(&self) -> PathBuf {
+        self.data.parent().unwrap_or(&self.data).join("sock")
+    }
+
     fn pg_ctl_start(&self, sockets: &Path) -> anyhow::Result<()> {
-        let opts = format!(
+        let mut opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=300",
             self.port,
             sockets.display()
         );
+        for o in &self.extra_opts {
+            opts.push(' ');
+            opts.push_str(o);
+        }
         let log = self.data.parent().unwrap_or(&self.data).join("server.log");
         let out = as_postgres(&self.bin.join("pg_ctl"))
             .args(["start", "-w", "-t", "30", "-D"])
@@ -175,8 +243,7 @@ impl Cluster {
     /// as the data is concerned).
     pub fn restart_immediate(&self) -> anyhow::Result<()> {
         self.pg_ctl(&["stop", "-m", "immediate", "-w"])?;
-        let sockets = self.data.parent().unwrap_or(&self.data).join("sock");
-        self.pg_ctl_start(&sockets)
+        self.pg_ctl_start(&self.socket_dir())
     }
 
     /// Stops the server (immediate mode) until `start_again`.
@@ -185,8 +252,7 @@ impl Cluster {
     }
 
     pub fn start_again(&self) -> anyhow::Result<()> {
-        let sockets = self.data.parent().unwrap_or(&self.data).join("sock");
-        self.pg_ctl_start(&sockets)
+        self.pg_ctl_start(&self.socket_dir())
     }
 
     /// Freezes every process of the server (SIGSTOP): connections stay open, the kernel
@@ -320,6 +386,15 @@ fn as_postgres(program: &Path) -> Command {
     } else {
         Command::new(program)
     }
+}
+
+/// Writes `content` to `path` with `mode`, owned by the server's user.
+fn write_owned(path: &Path, content: &[u8], mode: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, content).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot chmod {}", path.display()))?;
+    give_to_postgres(path)
 }
 
 fn give_to_postgres(path: &Path) -> anyhow::Result<()> {

@@ -1,4 +1,5 @@
-//! Phase 4: the evidence. The ledger's rows, the core's books (`/_stats` and an inquiry per
+//! Phase 4: the evidence. The ledger's rows (read through the ledger library as a batch tool
+//! reads them, whichever backend holds them), the core's books (`/_stats` and an inquiry per
 //! booked GUID) and what every channel was told go to the checks (`crate::check`); then the
 //! core is stopped.
 
@@ -11,7 +12,7 @@ use serde_json::Value;
 use testkit::CoreHttp;
 
 use super::Run;
-use super::quiesce::{Quiesced, all_rows};
+use super::quiesce::Quiesced;
 use crate::check::{self, Checks};
 
 /// How long one answer of the core may take (`/_stats` of a long run lists every GUID).
@@ -32,7 +33,7 @@ impl Run<'_> {
             self.start.elapsed().as_secs_f64(),
             q.settle_rounds
         );
-        let rows = all_rows(&self.work.db)?;
+        let rows = self.ledger.all_rows()?;
         let core = CoreHttp::new(&self.core_url(), CORE_TIMEOUT);
         let stats = core.stats().context("core /_stats")?;
         let by_guid: BTreeMap<String, u64> = stats["by_guid"]

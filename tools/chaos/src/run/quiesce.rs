@@ -1,21 +1,21 @@
-//! Phase 3: quiesce. No more traffic, no more tool loops, no relay; the core up and done
-//! thinking. Then settle: resolve everything unsettled and resend what is proven unsent,
-//! round after round, until only the rows nothing can settle (FAIL500) are left.
+//! Phase 3: quiesce. No more traffic, no more tool loops, no relay; the database server and
+//! the core up, the core done thinking. Then settle: resolve everything unsettled and resend
+//! what is proven unsent, round after round, until only the rows nothing can settle
+//! (FAIL500) are left.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-use ledger::{Ledger, Row, State};
+use anyhow::bail;
+use ledger::{Row, State};
 
 use super::{Run, SLOW_MS, STALE_SENT_SECS};
 use crate::channel::Sent;
 use crate::check;
 use crate::plan::Memo;
-use crate::tools::{self, Tally};
+use crate::tools::{Tally, Tool};
 
 /// Resolve + reprocess rounds before leftovers count as violations.
 const SETTLE_ROUNDS: usize = 30;
@@ -42,17 +42,32 @@ impl Run<'_> {
             self.start.elapsed().as_secs_f64()
         );
         let (sents, tallies) = self.stop_threads()?;
-        for svc in [&mut self.core, &mut self.relay] {
+        for svc in std::iter::once(&mut self.core).chain(self.relays.iter_mut()) {
             if let Some(what) = svc.check_crash(self.start.elapsed()) {
                 println!("chaos: FINDING: {what}");
                 self.crashes.push(what);
             }
         }
-        self.relay.kill();
+        for relay in &mut self.relays {
+            relay.kill();
+        }
+        self.pending.fill(false);
+        // The settling needs the ledger: a database server the schedule left down comes back.
+        self.start_db()?;
         self.core.start(self.start.elapsed())?;
         println!(
-            "chaos: {:.1} s: channels and tools stopped, relay killed, core up; settling",
-            self.start.elapsed().as_secs_f64()
+            "chaos: {:.1} s: channels and tools stopped, {} killed, {}core up; settling",
+            self.start.elapsed().as_secs_f64(),
+            if self.relays.len() == 1 {
+                "relay"
+            } else {
+                "relays"
+            },
+            if self.ledger.cluster().is_some() {
+                "database and "
+            } else {
+                ""
+            }
         );
         thread::sleep(Duration::from_millis(SLOW_MS + 500));
 
@@ -86,12 +101,10 @@ impl Run<'_> {
                 Err(_) => bail!("a channel thread panicked"),
             }
         }
-        let mut tallies = BTreeMap::new();
+        let mut tallies: BTreeMap<&'static str, Tally> = BTreeMap::new();
         for (name, h) in self.threads.tools.drain(..) {
             match h.join() {
-                Ok(t) => {
-                    tallies.insert(name, t);
-                }
+                Ok(t) => tallies.entry(name).or_default().merge(t),
                 Err(_) => bail!("the {name} loop panicked"),
             }
         }
@@ -121,28 +134,28 @@ impl Run<'_> {
             "--read-timeout-ms",
             &SETTLE_READ_MS.to_string(),
         ]);
+        let tools = [
+            (&self.bins.resolve, "resolve", resolve_args),
+            (&self.bins.reprocess, "reprocess", reprocess_args),
+        ]
+        .map(|(exe, name, args)| Tool {
+            exe: exe.clone(),
+            name,
+            tag: name.into(),
+            args,
+            log: self.work.log(name),
+        });
+        let bench = self.bench();
         for round in 1..=SETTLE_ROUNDS {
             self.check_interrupted()?;
             rounds = round;
             // No relay runs and no tool is mid-call, so no SENT row can still be waited on:
             // instead of waiting out resolve's stale-sent floor, move those rows' clock past it.
-            age_sent_rows(&self.work.db, STALE_SENT_SECS + 1)?;
-            for (exe, name, args) in [
-                (&self.bins.resolve, "resolve", &resolve_args),
-                (&self.bins.reprocess, "reprocess", &reprocess_args),
-            ] {
-                tools::run_logged(
-                    exe,
-                    name,
-                    args,
-                    &self.work.tools_dir,
-                    &self.work.log(name),
-                    &mut settle,
-                    self.start,
-                    self.interrupted,
-                );
+            self.ledger.age_sent_rows(STALE_SENT_SECS + 1)?;
+            for tool in &tools {
+                tool.run_logged(&bench, &mut settle, self.interrupted);
             }
-            let rows = all_rows(&self.work.db)?;
+            let rows = self.ledger.all_rows()?;
             leftovers = rows.iter().filter(|r| unsettled(r)).count();
             if leftovers == 0 {
                 break;
@@ -154,31 +167,13 @@ impl Run<'_> {
 
     /// A thread that panicked does not always end its process: look for it in the logs.
     fn find_panics(&mut self) {
-        for name in ["relay.log", "coresim.log", "resolve.log", "reprocess.log"] {
-            let text = std::fs::read_to_string(self.work.dir.join(name)).unwrap_or_default();
+        for name in self.logs() {
+            let text = std::fs::read_to_string(self.work.dir.join(&name)).unwrap_or_default();
             for line in text.lines().filter(|l| l.contains("panicked")) {
                 self.crashes.push(format!("{name}: {line}"));
             }
         }
     }
-}
-
-/// Every row of the ledger at `db`.
-pub(super) fn all_rows(db: &Path) -> anyhow::Result<Vec<Row>> {
-    let l = Ledger::open(db).with_context(|| format!("cannot open {}", db.display()))?;
-    l.all_rows().context("cannot read the ledger")
-}
-
-/// Makes every SENT row look `secs` old (for quiescing only: see the caller).
-fn age_sent_rows(db: &Path, secs: u64) -> anyhow::Result<()> {
-    let l = Ledger::open(db).with_context(|| format!("cannot open {}", db.display()))?;
-    l.connection()
-        .execute(
-            "UPDATE tx SET updated_at = datetime('now', ?1) WHERE state = 'SENT'",
-            [format!("-{secs} seconds")],
-        )
-        .context("cannot age SENT rows")?;
-    Ok(())
 }
 
 /// A row the quiescing loop must still settle: UNKNOWN, SENT/RECEIVED, FAILED/E902, except

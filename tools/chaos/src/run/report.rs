@@ -97,9 +97,11 @@ impl Run<'_> {
                 "{no_reply} (connection broke or relay down; timeouts {timeouts}, bad frames {garbage})"
             ),
         );
+        let relay_kills: usize = self.relays.iter().map(|r| r.kills).sum();
+        let relay_starts: usize = self.relays.iter().map(|r| r.starts).sum();
         line(
             "relay kills",
-            format!("{} ({} starts)", self.relay.kills, self.relay.starts),
+            format!("{relay_kills} ({relay_starts} starts)"),
         );
         line(
             "core restarts",
@@ -109,6 +111,40 @@ impl Run<'_> {
                 self.core.kills
             ),
         );
+        if !self.cfg.classic() {
+            let each = |f: fn(&crate::procs::Service) -> usize| {
+                self.relays
+                    .iter()
+                    .map(|r| f(r).to_string())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            };
+            line(
+                "relays",
+                format!(
+                    "{} sharing the ledger (kills {}, starts {})",
+                    self.relays.len(),
+                    each(|r| r.kills),
+                    each(|r| r.starts)
+                ),
+            );
+            let (outages, down) = self.outages.summary();
+            line(
+                "DB restarts",
+                if self.ledger.cluster().is_some() {
+                    format!(
+                        "{} (immediate-mode stops: {outages}, down {:.1} s in all; relay \
+                         starts that waited for it: {})",
+                        self.db_restarts,
+                        down.as_secs_f64(),
+                        self.deferred_starts
+                    )
+                } else {
+                    "0 (an SQLite ledger)".to_string()
+                },
+            );
+            line("sent to another relay", other_relay(sents));
+        }
         line(
             "core bookings",
             format!(
@@ -168,7 +204,17 @@ impl Run<'_> {
             .collect();
         let process_violations = self.crashes.len() + tool_violations.len();
         println!(
-            "  (g) relay and core never exit by themselves nor panic; tools exit 0 or 3: {} violations {}",
+            "  (g) {} and core never exit by themselves nor panic; tools exit 0 or 3{}: {} violations {}",
+            if self.relays.len() == 1 {
+                "relay"
+            } else {
+                "relays"
+            },
+            if self.ledger.cluster().is_some() {
+                " (or 1 while the database was down)"
+            } else {
+                ""
+            },
             process_violations,
             if process_violations == 0 {
                 "ok"
@@ -182,20 +228,19 @@ impl Run<'_> {
             return 0;
         }
         println!("violations:");
-        let files: Vec<PathBuf> = [
-            "core.journal",
-            "relay.log",
-            "coresim.log",
-            "resolve.log",
-            "reprocess.log",
-        ]
-        .iter()
-        .map(|f| self.work.dir.join(f))
-        .collect();
+        let mut names = vec!["core.journal".to_string()];
+        names.extend(self.logs());
+        if self.ledger.cluster().is_some() {
+            names.push("database.log".into());
+        }
+        let files: Vec<PathBuf> = names.iter().map(|f| self.work.dir.join(f)).collect();
         for (i, v) in checks.violations.iter().enumerate() {
             println!("  VIOLATION {} guid={}: {}", v.check, v.guid, v.what);
             if i < EVIDENCE_FOR {
-                print!("{}", check::evidence(&v.guid, &files, &q.sents, 40));
+                print!(
+                    "{}",
+                    check::evidence(&v.guid, &files, &q.sents, self.relays.len(), 40)
+                );
             }
         }
         for c in &self.crashes {
@@ -221,6 +266,44 @@ fn e903_pairs(sents: &[Sent]) -> usize {
         .values()
         .filter(|p| p.iter().any(|s| s.code().as_deref() == Some("E903")))
         .count()
+}
+
+/// How many resends went to another relay than their GUID's first send: `n of m` in all,
+/// then by kind.
+fn other_relay(sents: &[Sent]) -> String {
+    let mut first: HashMap<&str, (f64, usize)> = HashMap::new();
+    for s in sents
+        .iter()
+        .filter(|s| matches!(s.kind, Kind::New | Kind::InFlightFirst))
+    {
+        let e = first.entry(s.req.guid.as_str()).or_insert((s.at, s.relay));
+        if s.at < e.0 {
+            *e = (s.at, s.relay);
+        }
+    }
+    let mut by_kind: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for s in sents {
+        let kind = match s.kind {
+            Kind::Resend => "byte-identical",
+            Kind::InFlightTwin => "in-flight twins",
+            Kind::OtherAmount => "other-amount",
+            Kind::New | Kind::InFlightFirst => continue,
+        };
+        let Some(&(_, relay)) = first.get(s.req.guid.as_str()) else {
+            continue;
+        };
+        let e = by_kind.entry(kind).or_default();
+        e.0 += usize::from(s.relay != relay);
+        e.1 += 1;
+    }
+    let (n, m) = by_kind
+        .values()
+        .fold((0, 0), |(n, m), (a, b)| (n + a, m + b));
+    let parts: Vec<String> = by_kind
+        .iter()
+        .map(|(k, (a, b))| format!("{k} {a} of {b}"))
+        .collect();
+    format!("{n} of {m} resends ({})", parts.join(", "))
 }
 
 /// `k1 n1, k2 n2, …`.

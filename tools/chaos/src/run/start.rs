@@ -1,5 +1,5 @@
-//! Phase 1: announce the plan, start the core and the relay, then the channel threads and
-//! the `resolve` and `reprocess` loops.
+//! Phase 1: announce the plan, start the ledger's server (PostgreSQL only), the core and the
+//! relays, then the channel threads and the `resolve` and `reprocess` loops.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::{
-    Bins, Config, RELAY_CONNECT_MS, RELAY_READ_MS, Run, SLOW_MS, STALE_SENT_SECS, Threads, Work,
-    disrupt, path_arg,
+    Backend, Bins, Config, LedgerDb, RELAY_CONNECT_MS, RELAY_READ_MS, Run, SLOW_MS,
+    STALE_SENT_SECS, Threads, Work, disrupt, path_arg, relay_name, tool_tag,
 };
 use crate::channel;
 use crate::plan::{self, Disruption, Event};
 use crate::procs::Service;
-use crate::tools::Loop;
+use crate::tools::{Bench, Loop, Outages, Tool};
 
 /// How long the batch tools rest between two runs of their loop.
 const TOOL_PAUSE: Duration = Duration::from_millis(300);
@@ -25,9 +25,15 @@ const TOOL_PAUSE: Duration = Duration::from_millis(300);
 impl<'a> Run<'a> {
     pub(super) fn start(cfg: &'a Config, interrupted: &'a AtomicBool) -> anyhow::Result<Run<'a>> {
         let bins = Bins::find(&cfg.bin_dir)?;
+        // Before anything else: without PostgreSQL there is no run to make.
+        let pg = match cfg.backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(LedgerDb::postgres()?),
+        };
         let work = Work::new(cfg.work_dir.as_deref())?;
-        let events = plan::schedule(cfg.seed, cfg.secs);
-        announce(cfg, &events, &work.dir);
+        let ledger = pg.unwrap_or_else(|| LedgerDb::Sqlite(work.db.clone()));
+        let events = plan::schedule(cfg.seed, cfg.secs, cfg.targets());
+        announce(cfg, &events, &work.dir, &ledger);
 
         let start = Instant::now();
         let mut core = Service::new(
@@ -42,28 +48,37 @@ impl<'a> Run<'a> {
             &work.dir,
         );
         core.start(start.elapsed())?;
-        let mut relay = Service::new(
-            "relay",
-            bins.relay.clone(),
-            vec![
-                "--db".into(),
-                path_arg(&work.db),
-                "--core".into(),
-                format!("http://{}", core.addr()),
-                "--connect-timeout-ms".into(),
-                RELAY_CONNECT_MS.to_string(),
-                "--read-timeout-ms".into(),
-                RELAY_READ_MS.to_string(),
-            ],
-            &work.dir,
-        );
-        relay.start(start.elapsed())?;
+        let mut relays = Vec::new();
+        for i in 0..cfg.relays {
+            let mut relay = Service::new(
+                &relay_name(i, cfg.relays),
+                bins.relay.clone(),
+                vec![
+                    "--db".into(),
+                    ledger.arg(),
+                    "--core".into(),
+                    format!("http://{}", core.addr()),
+                    "--connect-timeout-ms".into(),
+                    RELAY_CONNECT_MS.to_string(),
+                    "--read-timeout-ms".into(),
+                    RELAY_READ_MS.to_string(),
+                ],
+                &work.dir,
+            );
+            relay.start(start.elapsed())?;
+            relays.push(relay);
+        }
+        let addrs: Vec<&str> = relays.iter().map(Service::addr).collect();
         println!(
-            "chaos: core {} (slow {SLOW_MS} ms, journal), relay {} (connect {RELAY_CONNECT_MS} ms, read {RELAY_READ_MS} ms)",
+            "chaos: core {} (slow {SLOW_MS} ms, journal), {} {} (connect {RELAY_CONNECT_MS} ms, read {RELAY_READ_MS} ms)",
             core.addr(),
-            relay.addr()
+            if relays.len() == 1 { "relay" } else { "relays" },
+            addrs.join(", ")
         );
-        let relay_addr: SocketAddr = relay.addr().parse().context("relay address")?;
+        let relay_addrs = addrs
+            .iter()
+            .map(|a| a.parse().context("relay address"))
+            .collect::<anyhow::Result<Vec<SocketAddr>>>()?;
 
         let mut run = Run {
             cfg,
@@ -74,23 +89,28 @@ impl<'a> Run<'a> {
                 channels: Vec::new(),
                 tools: Vec::new(),
             },
-            relay,
+            pending: vec![false; relays.len()],
+            relays,
             core,
+            ledger,
             bins,
             events,
+            outages: Outages::default(),
+            deferred_starts: 0,
+            db_restarts: 0,
             start,
             crashes: Vec::new(),
             work,
         };
-        run.start_channels(relay_addr)?;
+        run.start_channels(relay_addrs)?;
         run.start_tool_loops()?;
         Ok(run)
     }
 
-    /// One thread per channel, each on its own persistent connection to the relay.
-    fn start_channels(&mut self, relay: SocketAddr) -> anyhow::Result<()> {
+    /// One thread per channel, each with its own persistent connections to the relays.
+    fn start_channels(&mut self, relays: Vec<SocketAddr>) -> anyhow::Result<()> {
         let ctx = Arc::new(channel::Ctx {
-            relay,
+            relays,
             stop: Arc::clone(&self.threads.stop),
             start: self.start,
         });
@@ -107,7 +127,7 @@ impl<'a> Run<'a> {
     }
 
     /// `resolve` and `reprocess`, each run again and again as a cron would, alongside the
-    /// traffic.
+    /// traffic (on PostgreSQL, several loops of each, as several hosts' crons would).
     fn start_tool_loops(&mut self) -> anyhow::Result<()> {
         let resolve = self.tool_args(&[
             "--min-age",
@@ -129,38 +149,57 @@ impl<'a> Run<'a> {
             "--read-timeout-ms",
             &RELAY_READ_MS.to_string(),
         ]);
-        let loops = [
-            (self.bins.resolve.clone(), "resolve", resolve),
-            (self.bins.reprocess.clone(), "reprocess", reprocess),
-        ];
-        for (exe, name, args) in loops {
+        let bench = self.bench();
+        let mut loops = Vec::new();
+        for i in 0..self.cfg.tool_loops() {
+            loops.push((self.bins.resolve.clone(), "resolve", i, resolve.clone()));
+            loops.push((
+                self.bins.reprocess.clone(),
+                "reprocess",
+                i,
+                reprocess.clone(),
+            ));
+        }
+        for (exe, name, i, args) in loops {
+            let tag = tool_tag(name, i);
             let l = Loop {
-                exe,
-                name,
-                args,
-                dir: self.work.tools_dir.clone(),
-                log: self.work.log(name),
+                tool: Tool {
+                    exe,
+                    name,
+                    log: self.work.log(&tag),
+                    tag: tag.clone(),
+                    args,
+                },
+                bench: bench.clone(),
                 pause: TOOL_PAUSE,
             };
             let (stop, abort) = (
                 Arc::clone(&self.threads.stop),
                 Arc::clone(&self.threads.abort),
             );
-            let start = self.start;
             let h = thread::Builder::new()
-                .name(name.into())
-                .spawn(move || l.run(&stop, &abort, start))
+                .name(tag)
+                .spawn(move || l.run(&stop, &abort))
                 .context("cannot start a tool thread")?;
             self.threads.tools.push((name, h));
         }
         Ok(())
     }
+
+    /// Where the batch tools run.
+    pub(super) fn bench(&self) -> Bench {
+        Bench {
+            dir: self.work.tools_dir.clone(),
+            start: self.start,
+            outages: self.outages.clone(),
+        }
+    }
 }
 
 /// The run's first lines: the seed (to replay it), the plan's digest, the kill schedule and
-/// the work directory.
-fn announce(cfg: &Config, events: &[Event], dir: &Path) {
-    let count = |w: Disruption| events.iter().filter(|e| e.what == w).count();
+/// the work directory; with PostgreSQL or several relays, also the ledger.
+fn announce(cfg: &Config, events: &[Event], dir: &Path, ledger: &LedgerDb) {
+    let count = |w: fn(&Disruption) -> bool| events.iter().filter(|e| w(&e.what)).count();
     println!(
         "chaos: seed {} (replay: --seed {}), {} s, {} channels, bins in {}",
         cfg.seed,
@@ -169,12 +208,34 @@ fn announce(cfg: &Config, events: &[Event], dir: &Path) {
         cfg.channels,
         cfg.bin_dir.display()
     );
+    let relay_kills = count(|d| matches!(d, Disruption::KillRelay(_)));
+    let core_outages = count(|d| *d == Disruption::KillCore);
+    let digest = plan::plan_digest(cfg.seed, cfg.channels, cfg.relays, 200, events);
+    if cfg.classic() {
+        println!(
+            "chaos: plan digest {digest:016x}; schedule: {relay_kills} relay kills, {core_outages} core outages"
+        );
+    } else {
+        println!(
+            "chaos: plan digest {digest:016x}; schedule: {relay_kills} relay kills ({} relays), {core_outages} core outages, {} database restarts",
+            cfg.relays,
+            count(|d| *d == Disruption::StopDb)
+        );
+    }
     println!(
-        "chaos: plan digest {:016x}; schedule: {} relay kills, {} core outages",
-        plan::plan_digest(cfg.seed, cfg.channels, 200, events),
-        count(Disruption::KillRelay),
-        count(Disruption::KillCore)
+        "chaos: schedule: {}",
+        disrupt::describe(events, cfg.relays, cfg.backend == Backend::Postgres)
     );
-    println!("chaos: schedule: {}", disrupt::describe(events));
+    if !cfg.classic() {
+        let what = match ledger {
+            LedgerDb::Sqlite(_) => "an SQLite file in the work dir".to_string(),
+            LedgerDb::Postgres { url, .. } => format!(
+                "{} (a PostgreSQL cluster of the run's own; {} loops each of resolve and reprocess)",
+                ledger::postgres::url::mask(url),
+                cfg.tool_loops()
+            ),
+        };
+        println!("chaos: ledger {what}");
+    }
     println!("chaos: work dir {}", dir.display());
 }

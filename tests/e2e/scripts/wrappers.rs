@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::process::{Run, Server};
+use crate::util::{Run, Server};
 
 /// The wrappers' exit code when another run holds the lock (EX_TEMPFAIL, `flock -E 75`).
 pub const EXIT_LOCKED: u8 = 75;
@@ -126,6 +126,6 @@ pub fn hold_lock(path: &Path) -> File {
 }
 
 /// The wrapper's lock file for `tool` next to ledger `db`.
-pub fn lock_file(db: &testkit::TempLedger, tool: &str) -> PathBuf {
+pub fn lock_file(db: &crate::util::TempLedger, tool: &str) -> PathBuf {
     PathBuf::from(format!("{}.{tool}.lock", db.arg()))
 }

@@ -1,0 +1,36 @@
+//! The end-to-end tests with the ledger on PostgreSQL: the modules of `tests/e2e` that mean
+//! something on any ledger, compiled once more here (the same files, not copies), every
+//! ledger a schema of its own on the server `testkit::pg` starts; and what only PostgreSQL
+//! has: relays on several ports sharing one ledger, `migrate` from SQLite, passwords in the
+//! database URL, tools starting on a ledger in use.
+//!
+//! Without PostgreSQL installed (outside CI) every test returns at once, after one line
+//! that says so; with `REQUIRE_POSTGRES` set (CI) that is an error instead.
+//!
+//! `cargo test --test e2e_pg` runs them all; `cargo test --test e2e_pg relay::` one module.
+
+#[path = "../e2e/util/mod.rs"]
+mod util;
+
+/// The ledger backend of every test in this binary.
+const BACKEND: util::Backend = util::Backend::Postgres;
+
+#[path = "../e2e/batch_usage.rs"]
+mod batch_usage;
+#[path = "../e2e/inspect.rs"]
+mod inspect;
+#[path = "../e2e/lifecycle.rs"]
+mod lifecycle;
+#[path = "../e2e/purge.rs"]
+mod purge;
+#[path = "../e2e/relay/mod.rs"]
+mod relay;
+#[path = "../e2e/reprocess/mod.rs"]
+mod reprocess;
+#[path = "../e2e/resolve/mod.rs"]
+mod resolve;
+
+mod migrate;
+mod passwords;
+mod shared_ledger;
+mod start_up;
