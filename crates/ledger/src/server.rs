@@ -73,8 +73,9 @@ impl fmt::Display for StartError {
             } => write!(
                 f,
                 "--max-connections {max_connections} needs about {needed} file descriptors \
-                 (channel and core sockets, ledger files), but the process may open only \
-                 {limit} (ulimit -n, hard limit): raise the limit or lower --max-connections"
+                 (channel and core sockets, ledger files, calls awaiting a late reply), but \
+                 the process may open only {limit} (ulimit -n, hard limit): raise the limit \
+                 or lower --max-connections (or --max-late-replies)"
             ),
         }
     }
