@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use ureq::Error;
 use ureq::http::Uri;
 
+use crate::late::{self, LateCall};
 use crate::pre_send::{self, MarkingConnector, MarkingResolver};
 use crate::wire::{self, BOOKING_BODY_LEN, Code, TX_TRNF, Transfer};
 
@@ -170,6 +171,24 @@ impl CoreClient {
 
     /// POSTs a transfer once. Never retried here or by ureq.
     pub fn post_transfer(&self, t: &Transfer) -> Outcome {
+        self.post(t)
+    }
+
+    /// POSTs a transfer once; if the call timed out waiting for the answer, also the call
+    /// itself, whose connection is still open, for a late reply (`late`).
+    pub fn post_transfer_keeping_late(&self, t: &Transfer) -> (Outcome, Option<LateCall>) {
+        let (outcome, caught) = late::capture(|| self.post(t));
+        let call = match (&outcome, caught) {
+            (Outcome::Unknown(_), Some(transport)) => Some(LateCall {
+                transport,
+                guid: t.guid.clone(),
+            }),
+            _ => None,
+        };
+        (outcome, call)
+    }
+
+    fn post(&self, t: &Transfer) -> Outcome {
         let json = transfer_json(t);
         let result = self
             .agent
@@ -181,20 +200,9 @@ impl CoreClient {
             Err(e) => return classify(&e),
         };
         let status = resp.status().as_u16();
-        let text = match resp.body_mut().with_config().limit(MAX_BODY).read_to_vec() {
-            Ok(b) => b,
-            Err(e) => return Outcome::Unknown(format!("HTTP {status}, body not read: {e}")),
-        };
-        match status {
-            200 => match booking(&text, &t.guid) {
-                Ok(body) => Outcome::Booked(body),
-                Err(why) => Outcome::Unknown(format!("HTTP 200 but {why}")),
-            },
-            400..=499 => match rejection(&text) {
-                Ok(code) => Outcome::Rejected(code),
-                Err(why) => Outcome::Unknown(format!("HTTP {status} but {why}")),
-            },
-            _ => Outcome::Unknown(format!("HTTP {status}")),
+        match resp.body_mut().with_config().limit(MAX_BODY).read_to_vec() {
+            Ok(body) => outcome_of(status, &body, &t.guid),
+            Err(e) => Outcome::Unknown(format!("HTTP {status}, body not read: {e}")),
         }
     }
 
@@ -230,6 +238,21 @@ impl CoreClient {
             Ok(body) => Inquiry::Booked(body),
             Err(why) => Inquiry::Error(format!("inquiry answered 200 but {why}")),
         }
+    }
+}
+
+/// What a complete answer to a POST of `guid` means (contract §3).
+pub(crate) fn outcome_of(status: u16, body: &[u8], guid: &str) -> Outcome {
+    match status {
+        200 => match booking(body, guid) {
+            Ok(body) => Outcome::Booked(body),
+            Err(why) => Outcome::Unknown(format!("HTTP 200 but {why}")),
+        },
+        400..=499 => match rejection(body) {
+            Ok(code) => Outcome::Rejected(code),
+            Err(why) => Outcome::Unknown(format!("HTTP {status} but {why}")),
+        },
+        _ => Outcome::Unknown(format!("HTTP {status}")),
     }
 }
 

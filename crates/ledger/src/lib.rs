@@ -10,6 +10,7 @@ pub mod core_client;
 pub mod db;
 pub mod error;
 pub mod group_commit;
+pub mod late;
 pub mod migrate;
 pub mod postgres;
 pub mod pre_send;

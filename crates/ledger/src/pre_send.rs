@@ -14,6 +14,8 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 
 use ureq::Error;
+
+use crate::late::Capturing;
 use ureq::config::Config;
 use ureq::http::Uri;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
@@ -107,7 +109,8 @@ impl<C: Connector<(), Out = Box<dyn Transport>>> Connector<()> for MarkingConnec
         chained: Option<()>,
     ) -> Result<Option<Self::Out>, Error> {
         match self.0.connect(details, chained) {
-            Ok(Some(t)) => Ok(Some(t)),
+            // Watched for a read timeout, so that a late reply can be caught (`late`).
+            Ok(Some(t)) => Ok(Some(Box::new(Capturing::new(t)))),
             Ok(None) => Err(mark("connect", Error::ConnectionFailed)),
             Err(e) => Err(mark("connect", e)),
         }

@@ -19,6 +19,7 @@ use crate::core_client::{self, BadCoreUrl, CoreClient};
 use crate::db::{self, Access, Db};
 use crate::error::LedgerError;
 use crate::group_commit;
+use crate::late::LateReplies;
 use crate::store::Store;
 use crate::transfer;
 use crate::wire;
@@ -37,6 +38,10 @@ pub struct Config {
     pub max_connections: usize,
     /// Connections one source IP may hold at once, so that one peer cannot lock out the rest.
     pub max_connections_per_peer: usize,
+    /// How long a call given up at the read timeout is still listened to (zero: not at all).
+    pub late_reply: Duration,
+    /// Most calls listened to that way at once; beyond, a timed-out call is dropped.
+    pub max_late_replies: usize,
 }
 
 #[derive(Debug)]
@@ -68,8 +73,9 @@ impl fmt::Display for StartError {
             } => write!(
                 f,
                 "--max-connections {max_connections} needs about {needed} file descriptors \
-                 (channel and core sockets, ledger files), but the process may open only \
-                 {limit} (ulimit -n, hard limit): raise the limit or lower --max-connections"
+                 (channel and core sockets, ledger files, calls awaiting a late reply), but \
+                 the process may open only {limit} (ulimit -n, hard limit): raise the limit \
+                 or lower --max-connections (or --max-late-replies)"
             ),
         }
     }
@@ -79,6 +85,7 @@ impl std::error::Error for StartError {}
 
 struct Shared {
     store: Arc<dyn Store>,
+    late: Option<Arc<LateReplies>>,
     core: CoreClient,
     config: Config,
     conns: Mutex<Conns>,
@@ -144,7 +151,15 @@ impl Relay {
     /// Opens the ledger, checks the core URL and binds, so that every configuration error
     /// shows before the `listening on` line.
     pub fn start(db: &Db, config: Config) -> Result<Relay, StartError> {
-        raise_descriptor_limit(config.max_connections, ledger_descriptors(db))?;
+        let late_sockets = if config.late_reply.is_zero() {
+            0
+        } else {
+            config.max_late_replies as u64
+        };
+        raise_descriptor_limit(
+            config.max_connections,
+            ledger_descriptors(db) + late_sockets,
+        )?;
         let store = db
             .open(Access::Relay, "relay")
             .map_err(StartError::Ledger)?;
@@ -162,6 +177,13 @@ impl Relay {
         Ok(Relay {
             listener,
             shared: Arc::new(Shared {
+                late: (!config.late_reply.is_zero()).then(|| {
+                    Arc::new(LateReplies::new(
+                        Arc::clone(&store),
+                        config.late_reply,
+                        config.max_late_replies,
+                    ))
+                }),
                 store,
                 core,
                 config,
@@ -217,6 +239,16 @@ impl Relay {
                 .wait(conns)
                 .unwrap_or_else(|e| e.into_inner());
         }
+        drop(conns);
+        // Calls still listened to for a late reply end by their own deadline.
+        if let Some(late) = &self.shared.late {
+            late.wait_all();
+        }
+    }
+
+    /// The background waiters for late replies, if `--late-reply-ms` is not zero.
+    pub fn late_replies(&self) -> Option<Arc<LateReplies>> {
+        self.shared.late.clone()
     }
 
     fn admit(&self, stream: TcpStream) {
@@ -431,7 +463,12 @@ fn serve_connection(shared: &Shared, stream: &TcpStream) -> Result<(), ConnEnd> 
     let mut reader = BufReader::new(stream);
     while let Some(msg) = read_frame(&mut reader, cfg.idle_timeout, cfg.frame_timeout)? {
         let started = Instant::now();
-        let handled = transfer::handle(shared.store.as_ref(), &shared.core, &msg);
+        let handled = transfer::handle(
+            shared.store.as_ref(),
+            &shared.core,
+            shared.late.as_ref(),
+            &msg,
+        );
         info!(
             "guid={} code={} state={} ms={}",
             handled.guid,
@@ -518,6 +555,8 @@ mod tests {
             idle_timeout: Duration::from_secs(1),
             max_connections: 8,
             max_connections_per_peer: max_per_peer,
+            late_reply: Duration::ZERO,
+            max_late_replies: 0,
         };
         let db = Db::Sqlite(dir.path().join("l.db"));
         let relay = Relay::start(&db, config).unwrap();

@@ -5,7 +5,10 @@ use std::time::{Duration, Instant};
 
 use log::warn;
 
+use std::sync::Arc;
+
 use crate::core_client::{CoreClient, Outcome};
+use crate::late::LateReplies;
 use crate::sqlite::BUSY_TIMEOUT;
 use crate::state::{Change, Row, State};
 use crate::store::Store;
@@ -70,7 +73,12 @@ const MAX_ROUNDS: usize = 3;
 /// claim that finds the row writes nothing). A read never authorises a send: only a claim's
 /// row count does (the INSERT for a new GUID, the guarded UPDATE for a FAILED one). When a
 /// claim loses, the row is read again.
-pub fn handle<S: Store + ?Sized>(store: &S, core: &CoreClient, msg: &[u8]) -> Handled {
+pub fn handle<S: Store + ?Sized>(
+    store: &S,
+    core: &CoreClient,
+    late: Option<&Arc<LateReplies>>,
+    msg: &[u8],
+) -> Handled {
     let t = match wire::parse_request(msg) {
         Ok(t) => t,
         Err(m) => {
@@ -90,7 +98,7 @@ pub fn handle<S: Store + ?Sized>(store: &S, core: &CoreClient, msg: &[u8]) -> Ha
         let read = if round == 0 && store.claims_first() {
             // The contract's order: claim, and read only if the claim lost.
             match store.claim_new(&t.guid, TX_TRNF, msg) {
-                Ok(true) => return send_and_record(store, core, &t, msg, 1),
+                Ok(true) => return send_and_record(store, core, late, &t, msg, 1),
                 Ok(false) => store.read(&t.guid),
                 Err(e) => return ledger_error("write", &e),
             }
@@ -109,7 +117,9 @@ pub fn handle<S: Store + ?Sized>(store: &S, core: &CoreClient, msg: &[u8]) -> Ha
             },
         };
         match claimed {
-            Ok(Some(attempt)) => return send_and_record(store, core, &t, msg, attempt),
+            Ok(Some(attempt)) => {
+                return send_and_record(store, core, late, &t, msg, attempt);
+            }
             Ok(None) => continue,
             Err(e) => return ledger_error("write", &e),
         }
@@ -150,16 +160,21 @@ fn stored_code(reply: &[u8]) -> Code {
 
 /// Sends a transfer whose GUID this caller has just claimed (its row is SENT on `attempt`,
 /// ours), and records the result from SENT on that attempt. Shared by the relay and
-/// `reprocess`.
+/// `reprocess`. With `late`, a call that timed out waiting for the answer is handed to a
+/// background waiter once its row is recorded UNKNOWN (see `late`).
 pub fn send_and_record<S: Store + ?Sized>(
     store: &S,
     core: &CoreClient,
+    late: Option<&Arc<LateReplies>>,
     t: &Transfer,
     msg: &[u8],
     attempt: i64,
 ) -> Handled {
     let record_by = Instant::now() + core.deadline() + RECORD_WINDOW;
-    let outcome = core.post_transfer(t);
+    let (outcome, call) = match late {
+        Some(_) => core.post_transfer_keeping_late(t),
+        None => (core.post_transfer(t), None),
+    };
     let (state, code, body) = match &outcome {
         Outcome::Booked(body) => (State::Done, wire::OK, Some(body)),
         Outcome::Rejected(code) => (State::Done, *code, None),
@@ -180,16 +195,35 @@ pub fn send_and_record<S: Store + ?Sized>(
         code,
         response: wire::reply_to(msg, &code, body),
     };
-    match record(store, &change, record_by) {
-        Ok(true) => Handled::recorded(change),
+    let (handled, _) = record_result(store, msg, change, record_by);
+    if let (Some(late), Some(call)) = (late, call)
+        && handled.state == Some(State::Unknown)
+    {
+        late.adopt(call, attempt, msg.to_vec());
+    }
+    handled
+}
+
+/// Records a result `change` (from the state and attempt it names), retrying while the
+/// ledger fails until `by`. If the row has moved on, see `after_miss`. The answer is what
+/// the ledger now says, for the channel; the flag says whether this call wrote the result.
+pub fn record_result<S: Store + ?Sized>(
+    store: &S,
+    msg: &[u8],
+    change: Change,
+    by: Instant,
+) -> (Handled, bool) {
+    match record(store, &change, by) {
+        Ok(true) => (Handled::recorded(change), true),
         Ok(false) => after_miss(store, msg, change),
         Err(e) => {
             warn!(
                 "guid={} core answered {} but the result cannot be recorded: {e}",
-                t.guid,
+                change.guid,
                 change.code_str()
             );
-            Handled::short(&t.guid, msg, wire::E_UNKNOWN, Some(State::Sent))
+            let answer = Handled::short(&change.guid, msg, wire::E_UNKNOWN, Some(change.from));
+            (answer, false)
         }
     }
 }
@@ -224,7 +258,7 @@ fn record<S: Store + ?Sized>(
 /// result moves a FAILED row of the same attempt to DONE or UNKNOWN, and a booked one an
 /// UNKNOWN row to DONE, each by one guarded statement. Then the channel gets what the ledger
 /// says, which is what its resends will get.
-fn after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], change: Change) -> Handled {
+fn after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], change: Change) -> (Handled, bool) {
     let guid = change.guid.clone();
     let row = store.read(&guid).ok().flatten();
     if let Some(row) = &row
@@ -246,12 +280,12 @@ fn after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], change: Change) -> Handl
                         fix.code_str(),
                         fix.to
                     );
-                    return Handled::recorded(fix);
+                    return (Handled::recorded(fix), true);
                 }
                 Ok(false) => {}
                 Err(e) => warn!("guid={guid} cannot move {from} -> {}: {e}", fix.to),
             }
-            return answer_after_miss(store, msg, &guid, State::Unknown);
+            return (answer_after_miss(store, msg, &guid, State::Unknown), false);
         }
     }
     if let Some(row) = &row
@@ -268,7 +302,7 @@ fn after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], change: Change) -> Handl
     } else {
         warn!("guid={guid} was settled by another writer during the call");
     }
-    answer_after_miss(store, msg, &guid, change.to)
+    (answer_after_miss(store, msg, &guid, change.to), false)
 }
 
 /// What the ledger now says about a GUID whose result could not be recorded as it came: the

@@ -52,6 +52,13 @@ struct Args {
     #[arg(long, env = "RELAY_MAX_CONNECTIONS_PER_PEER", default_value_t = 256,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_connections_per_peer: u64,
+    /// After a read timeout (E901, UNKNOWN), keep listening for the core's answer this long
+    /// and settle the row if it is a booking or a rejection; 0 turns it off.
+    #[arg(long, env = "RELAY_LATE_REPLY_MS", default_value_t = 30_000)]
+    late_reply_ms: u64,
+    /// Most calls listened to for a late reply at once; beyond, a timed-out call is dropped.
+    #[arg(long, env = "RELAY_MAX_LATE_REPLIES", default_value_t = 256)]
+    max_late_replies: u64,
 }
 
 impl Args {
@@ -96,6 +103,8 @@ fn run(args: Args) -> anyhow::Result<u8> {
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         max_connections_per_peer: usize::try_from(args.max_connections_per_peer)
             .unwrap_or(usize::MAX),
+        late_reply: Duration::from_millis(args.late_reply_ms),
+        max_late_replies: usize::try_from(args.max_late_replies).unwrap_or(usize::MAX),
     };
     let db = cli::db_arg::<Args>(&args.db);
     let relay = Relay::start(&db, config).context("cannot start")?;

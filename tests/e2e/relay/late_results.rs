@@ -64,7 +64,9 @@ fn an_unknown_outcome_after_stale_sent_moved_the_row_to_failed_is_recorded_unkno
     skip_if_unavailable!();
     let s = Scene::new()
         .core(&["--slow-ms", "2500"])
-        .relay(&["--read-timeout-ms", "2000"])
+        // Without late replies: the row must stay UNKNOWN until an inquiry (the late-reply
+        // twin of this test is in late_replies.rs).
+        .relay(&["--read-timeout-ms", "2000", "--late-reply-ms", "0"])
         .build();
     let g = "G-LATE-UNKNOWN";
     let m = msg(g, 4200, "SLOW late unknown");

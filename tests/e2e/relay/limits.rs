@@ -127,7 +127,11 @@ fn the_relay_raises_its_descriptor_limit_and_refuses_max_connections_that_cannot
     assert!(!r.stdout().contains("listening on"), "{}", r.stdout());
 
     // What fits under the same limit starts.
-    let small = [&args[..], &["--max-connections", "100"]].concat();
+    let small = [
+        &args[..],
+        &["--max-connections", "100", "--max-late-replies", "64"],
+    ]
+    .concat();
     let fits = Server::start(relay_under_ulimit("ulimit -n 512", &small));
     assert_eq!(open_files_limit(fits.pid()), ("512".into(), "512".into()));
 }

@@ -2,6 +2,7 @@
 //! assertions on exact reply bytes, ledger rows and the core's per-GUID booking counts.
 
 mod frames;
+mod late_replies;
 mod late_results;
 mod ledger_errors;
 mod limits;

@@ -13,7 +13,8 @@ fn resolve_settles_unknown_rows_by_inquiry_and_never_posts() {
     let plain_m = msg("G-RS-PLAIN", 50, "rent");
     let s = Scene::new()
         .core(&["--slow-ms", "1000"])
-        .relay(&["--read-timeout-ms", "300"])
+        // Without late replies, so that the SLOW row stays UNKNOWN for resolve.
+        .relay(&["--read-timeout-ms", "300", "--late-reply-ms", "0"])
         .row(RowSpec::unknown(&plain_m).age(OLD))
         .build();
     let drop_m = msg("G-RS-DROP", 1500, "DROP");

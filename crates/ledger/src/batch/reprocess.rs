@@ -73,7 +73,7 @@ pub fn reprocess(
             }
         };
         sum.sent += 1;
-        let handled = send_and_record(ledger, core, &t, req, attempt);
+        let handled = send_and_record(ledger, core, None, &t, req, attempt);
         let code = String::from_utf8_lossy(&handled.code);
         info!("guid={} resent: {code}", row.guid);
         match handled.state {
