@@ -8,18 +8,20 @@ use ledger::wire::E_UNKNOWN;
 
 use crate::util::*;
 
-/// The relay's thread count, from /proc.
-fn threads(relay: &Server) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", relay.pid())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|n| n.trim().parse().ok())
-        .expect("Threads: in /proc/PID/status")
+/// The relay's threads that serve calls: connection threads and late-reply waiters (the
+/// ledger's own threads, a PostgreSQL pool's included, come and go with its connections).
+fn threads(relay: &Server) -> usize {
+    std::fs::read_dir(format!("/proc/{}/task", relay.pid()))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .filter(|name| matches!(name.trim(), "conn" | "late-reply"))
+        .count()
 }
 
 #[test]
 fn a_booking_after_the_read_timeout_settles_the_row_and_a_resend_gets_it() {
+    skip_if_unavailable!();
     let s = Scene::new()
         .core(&["--slow-ms", "1500"])
         .relay(&["--read-timeout-ms", "500"])
@@ -46,6 +48,7 @@ fn a_booking_after_the_read_timeout_settles_the_row_and_a_resend_gets_it() {
 
 #[test]
 fn without_late_replies_the_row_stays_unknown_for_resolve() {
+    skip_if_unavailable!();
     let s = Scene::new()
         .core(&["--slow-ms", "800"])
         .relay(&["--read-timeout-ms", "300", "--late-reply-ms", "0"])
@@ -62,10 +65,9 @@ fn without_late_replies_the_row_stays_unknown_for_resolve() {
 
 #[test]
 fn a_core_that_never_answers_leaks_no_thread_and_does_not_hold_up_shutdown() {
+    skip_if_unavailable!();
     let s = Scene::new().core(&["--slow-ms", "600000"]).build();
     let mut relay = s.start_relay(&["--read-timeout-ms", "300", "--late-reply-ms", "1500"]);
-    // Once the relay is fully up (its signal thread starts after `listening on`).
-    assert_code(&call(&relay.addr, &msg("G-LR-WARM", 5, "")), "0000");
     let before = threads(&relay);
     let pending: Vec<_> = (0..4)
         .map(|i| send_in_background(&relay.addr, &msg(&format!("G-LR-SILENT-{i}"), 5, "SLOW")))
@@ -102,6 +104,7 @@ fn a_core_that_never_answers_leaks_no_thread_and_does_not_hold_up_shutdown() {
 
 #[test]
 fn beyond_max_late_replies_a_timed_out_call_is_dropped_as_before() {
+    skip_if_unavailable!();
     let s = Scene::new()
         .core(&["--slow-ms", "1200"])
         .relay(&["--read-timeout-ms", "300", "--max-late-replies", "1"])
@@ -128,6 +131,7 @@ fn beyond_max_late_replies_a_timed_out_call_is_dropped_as_before() {
 
 #[test]
 fn a_late_booking_after_resolve_took_a_404_puts_the_failed_row_right() {
+    skip_if_unavailable!();
     // resolve asks while the core is still working (a --min-age far too short: the hazard
     // the README warns about) and marks the row FAILED; the late booking must not leave it
     // saying "never sent".
