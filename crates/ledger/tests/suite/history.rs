@@ -166,7 +166,8 @@ pub fn the_history_names_who_changed_a_row_and_why(b: &Backend) {
     b.by_hand("UPDATE tx SET attempts = 7 WHERE guid = 'H1'")
         .unwrap();
     let h = s.history("H1").unwrap();
-    let seen: Vec<(Option<&str>, Option<&str>, &str, Option<&str>)> = h
+    type Seen<'a> = (Option<&'a str>, Option<&'a str>, &'a str, Option<&'a str>);
+    let seen: Vec<Seen<'_>> = h
         .iter()
         .map(|r| {
             (
