@@ -14,3 +14,62 @@ CREATE TABLE IF NOT EXISTS tx (
 
 -- resolve, reprocess and purge select by state and age.
 CREATE INDEX IF NOT EXISTS tx_state_updated ON tx (state, updated_at);
+
+-- History that outlives the row: one row for every change of a tx row, written in the same
+-- transaction by the trigger below, whoever made the change. Our tools say who they are in
+-- the session setting txrelay.who (and why, per transaction, in txrelay.reason); a change
+-- made by hand (psql) has neither and is recorded as 'sql'. Rows of history are never
+-- updated; purge --history-days deletes old ones.
+CREATE TABLE IF NOT EXISTS tx_history (
+    id         BIGSERIAL PRIMARY KEY,
+    guid       TEXT NOT NULL,
+    from_state TEXT,
+    to_state   TEXT,
+    rsp_code   TEXT,
+    attempts   INTEGER,
+    at         TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    who        TEXT NOT NULL,
+    reason     TEXT
+);
+CREATE INDEX IF NOT EXISTS tx_history_guid ON tx_history (guid, id);
+CREATE INDEX IF NOT EXISTS tx_history_at ON tx_history (at);
+
+CREATE OR REPLACE FUNCTION tx_history_record() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    actor  TEXT := coalesce(nullif(current_setting('txrelay.who', true), ''), 'sql');
+    reason TEXT := nullif(current_setting('txrelay.reason', true), '');
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason)
+        VALUES (NEW.guid, NULL, NEW.state, NEW.rsp_code, NEW.attempts, actor, reason);
+    ELSIF TG_OP = 'UPDATE' THEN
+        INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason)
+        VALUES (NEW.guid, OLD.state, NEW.state, NEW.rsp_code, NEW.attempts, actor, reason);
+    ELSE
+        INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason)
+        VALUES (OLD.guid, OLD.state, NULL, OLD.rsp_code, OLD.attempts, actor, reason);
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- Created once (never dropped and re-created: relays may be writing meanwhile).
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                   WHERE tgname = 'tx_history' AND tgrelid = 'tx'::regclass) THEN
+        CREATE TRIGGER tx_history AFTER INSERT OR UPDATE OR DELETE ON tx
+            FOR EACH ROW EXECUTE FUNCTION tx_history_record();
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION tx_history_refuse_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'tx_history rows are never updated';
+END $$;
+
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'tx_history_is_never_updated'
+                   AND tgrelid = 'tx_history'::regclass) THEN
+        CREATE TRIGGER tx_history_is_never_updated BEFORE UPDATE ON tx_history
+            FOR EACH ROW EXECUTE FUNCTION tx_history_refuse_update();
+    END IF;
+END $$;

@@ -76,10 +76,17 @@ impl Report for ReprocessSummary {
 
 impl Report for PurgeSummary {
     fn line(&self) -> String {
-        format!(
+        let mut line = format!(
             "purge: {} deleted (DONE rows older than {} days)",
             self.deleted, self.days
-        )
+        );
+        if let Some(h) = self.history_days {
+            line.push_str(&format!(
+                ", {} history rows deleted (older than {h} days)",
+                self.history_deleted
+            ));
+        }
+        line
     }
 
     fn exit_code(&self) -> u8 {

@@ -68,8 +68,8 @@ impl Db {
     pub fn open(&self, access: Access, who: &str) -> Result<Arc<dyn Store>> {
         match self {
             Db::Sqlite(path) => Ok(match access {
-                Access::Relay => Arc::new(GroupCommit::open(path)?),
-                Access::Tool => Arc::new(Mutex::new(Ledger::open_existing(path)?)),
+                Access::Relay => Arc::new(GroupCommit::open(path, who)?),
+                Access::Tool => Arc::new(Mutex::new(Ledger::open_existing(path)?.acting_as(who))),
                 Access::ReadOnly => Arc::new(Mutex::new(Ledger::open_read_only(path)?)),
             }),
             Db::Postgres(url) => {
@@ -82,6 +82,7 @@ impl Db {
                     op_deadline: PG_OP_DEADLINE,
                     read_only: access == Access::ReadOnly,
                     application_name: format!("txrelay-{who}"),
+                    who: who.to_string(),
                 };
                 Ok(Arc::new(PgStore::open(PgUrl::clone(url), settings)?))
             }

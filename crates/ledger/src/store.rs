@@ -9,7 +9,7 @@
 //! row to decide a write.
 
 use crate::error::Result;
-use crate::state::{Change, Row, State};
+use crate::state::{Change, HistoryRow, Row, State};
 
 /// purge deletes at most this many rows per transaction, so that the write lock is never
 /// held long enough for a claim or a result to wait out its busy timeout.
@@ -41,6 +41,10 @@ pub trait Store: Send + Sync {
     fn all_rows(&self) -> Result<Vec<Row>>;
     /// Row counts by state.
     fn count_by_state(&self) -> Result<Vec<(State, i64)>>;
+    /// The history of `guid`, oldest change first (it outlives the row).
+    fn history(&self, guid: &str) -> Result<Vec<HistoryRow>>;
+    /// Deletes at most `limit` history rows older than `days` (its own retention).
+    fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize>;
     /// The durability settings of every connection this store writes or reads with.
     fn durability(&self) -> Result<Vec<Durability>>;
     /// Whether the relay should try the claim before reading the row: cheaper where a write

@@ -187,14 +187,14 @@ pub fn send_and_record<S: Store + ?Sized>(
             (State::Unknown, wire::E_UNKNOWN, None)
         }
     };
-    let change = Change {
-        guid: t.guid.clone(),
-        from: State::Sent,
-        attempt: Some(attempt),
-        to: state,
+    let change = Change::new(
+        &t.guid,
+        State::Sent,
+        Some(attempt),
+        state,
         code,
-        response: wire::reply_to(msg, &code, body),
-    };
+        wire::reply_to(msg, &code, body),
+    );
     let (handled, _) = record_result(store, msg, change, record_by);
     if let (Some(late), Some(call)) = (late, call)
         && handled.state == Some(State::Unknown)
@@ -270,7 +270,10 @@ fn after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], change: Change) -> (Hand
             _ => None,
         };
         if let Some(from) = from {
-            let fix = Change { from, ..change };
+            let fix = Change { from, ..change }.because(format!(
+                "result of attempt {} after the row was settled",
+                row.attempts.unwrap_or_default()
+            ));
             match store.transition(&fix) {
                 Ok(true) => {
                     warn!(

@@ -46,6 +46,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
             op_deadline: ledger::db::PG_OP_DEADLINE,
             read_only: false,
             application_name: "txrelay-migrate".into(),
+            who: "migrate".into(),
         },
     )?;
     let summary = ledger::migrate::copy(source.as_ref(), &target)?;

@@ -23,6 +23,10 @@ struct Args {
     /// Allow --days 0 (every DONE row, whatever its age).
     #[arg(long)]
     force: bool,
+    /// Also delete history rows (tx_history) older than this many days; off by default
+    /// (history is kept for ever). Should exceed --days: history is what outlives the row.
+    #[arg(long, env = "PURGE_HISTORY_DAYS", value_parser = clap::value_parser!(u64).range(1..))]
+    history_days: Option<u64>,
     /// List the rows that would be deleted; no write.
     #[arg(long)]
     dry_run: bool,
@@ -62,7 +66,16 @@ fn run(args: Args) -> anyhow::Result<u8> {
             args.json,
         ));
     }
-    let summary =
-        batch::purge(ledger.as_ref(), args.days).with_context(|| format!("ledger {}", db))?;
+    if let Some(h) = args.history_days
+        && h < args.days
+    {
+        eprintln!(
+            "purge: warning: --history-days {h} is shorter than --days {}: rows still in the \
+             ledger would lose their history",
+            args.days
+        );
+    }
+    let summary = batch::purge(ledger.as_ref(), args.days, args.history_days)
+        .with_context(|| format!("ledger {}", db))?;
     Ok(print_report("purge", &summary, args.json))
 }

@@ -1,4 +1,5 @@
-//! `purge`: forgets finished (DONE) rows past their retention, nothing else.
+//! `purge`: forgets finished (DONE) rows past their retention, nothing else; and, on its own
+//! retention, old history.
 
 use serde::Serialize;
 
@@ -11,21 +12,43 @@ pub struct PurgeSummary {
     pub deleted: usize,
     /// Transactions it took, each deleting at most `PURGE_CHUNK` rows.
     pub chunks: usize,
+    /// `--history-days`, if given.
+    pub history_days: Option<u64>,
+    /// History rows deleted (older than `history_days`).
+    pub history_deleted: usize,
 }
 
 /// Deletes DONE rows older than `days` in chunks of `PURGE_CHUNK`, each its own short
 /// transaction, so that the relay's claims and results never wait behind one long DELETE.
-pub fn purge(ledger: &dyn Store, days: u64) -> Result<PurgeSummary, LedgerError> {
+/// With `history_days`, then deletes history rows older than that, in chunks too.
+pub fn purge(
+    ledger: &dyn Store,
+    days: u64,
+    history_days: Option<u64>,
+) -> Result<PurgeSummary, LedgerError> {
     let mut sum = PurgeSummary {
         days,
+        history_days,
         ..PurgeSummary::default()
     };
+    (sum.deleted, sum.chunks) = in_chunks(|| ledger.purge_chunk(days, PURGE_CHUNK))?;
+    if let Some(h) = history_days {
+        (sum.history_deleted, _) = in_chunks(|| ledger.purge_history_chunk(h, PURGE_CHUNK))?;
+    }
+    Ok(sum)
+}
+
+/// Runs `chunk` until it deletes fewer than `PURGE_CHUNK`: (rows deleted, chunks run).
+fn in_chunks(
+    mut chunk: impl FnMut() -> Result<usize, LedgerError>,
+) -> Result<(usize, usize), LedgerError> {
+    let (mut deleted, mut chunks) = (0, 0);
     loop {
-        let n = ledger.purge_chunk(days, PURGE_CHUNK)?;
-        sum.deleted += n;
-        sum.chunks += 1;
+        let n = chunk()?;
+        deleted += n;
+        chunks += 1;
         if n < PURGE_CHUNK {
-            return Ok(sum);
+            return Ok((deleted, chunks));
         }
     }
 }

@@ -141,9 +141,21 @@ pub fn resolve(
                 continue;
             }
         };
-        let (to, code, body, counter) = match core.inquire(&row.guid) {
-            Inquiry::Booked(body) => (State::Done, wire::OK, Some(body), &mut sum.done),
-            Inquiry::NotFound => (State::Failed, wire::E_NOT_SENT, None, &mut sum.failed),
+        let (to, code, body, counter, why) = match core.inquire(&row.guid) {
+            Inquiry::Booked(body) => (
+                State::Done,
+                wire::OK,
+                Some(body),
+                &mut sum.done,
+                "inquiry: booked".to_string(),
+            ),
+            Inquiry::NotFound => (
+                State::Failed,
+                wire::E_NOT_SENT,
+                None,
+                &mut sum.failed,
+                "inquiry: never booked (404)".to_string(),
+            ),
             Inquiry::Error(why) if from == State::Sent => {
                 warn!(
                     "guid={} inquiry failed, SENT moves to UNKNOWN: {why}",
@@ -154,6 +166,7 @@ pub fn resolve(
                     wire::E_UNKNOWN,
                     None,
                     &mut sum.sent_to_unknown,
+                    format!("stale SENT, inquiry failed: {why}"),
                 )
             }
             Inquiry::Error(why) => {
@@ -163,14 +176,15 @@ pub fn resolve(
                 continue;
             }
         };
-        let change = Change {
-            guid: row.guid.clone(),
+        let change = Change::new(
+            &row.guid,
             from,
-            attempt: row.attempts,
+            row.attempts,
             to,
             code,
-            response: wire::reply_to(req, &code, body.as_ref()),
-        };
+            wire::reply_to(req, &code, body.as_ref()),
+        )
+        .because(why);
         match ledger.transition(&change) {
             Ok(true) => {
                 info!("guid={} {from} -> {to} ({})", row.guid, change.code_str());

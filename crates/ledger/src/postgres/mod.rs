@@ -16,7 +16,7 @@ pub use pool::Settings;
 pub use url::{PgUrl, is_pg_url};
 
 use crate::error::{LedgerError, Result};
-use crate::state::{Change, Row, State};
+use crate::state::{Change, HistoryRow, Row, State};
 use crate::store::{Durability, Store};
 
 /// The schema, built into every binary.
@@ -53,11 +53,23 @@ const RECLAIM_FOR_RESEND: &str = "\
     RETURNING attempts";
 const TRANSITION: &str = "\
     UPDATE tx SET state = $3, rsp_code = $4, response = $5, updated_at = now() \
-    WHERE guid = $1 AND state = $2 AND ($6::integer IS NULL OR attempts = $6::integer)";
+    WHERE guid = $1 AND state = $2 AND ($6::integer IS NULL OR attempts = $6::integer) \
+    AND ($7::float8 IS NULL OR updated_at <= now() - make_interval(secs => $7::float8))";
+/// Who and why, for the history trigger, for this transaction only.
+const ACTOR: &str = "SELECT set_config('txrelay.who', $1, true), \
+    set_config('txrelay.reason', coalesce($2, ''), true)";
 const COPY_ROW: &str = "\
     INSERT INTO tx (guid, tx_code, state, rsp_code, request, response, attempts, updated_at) \
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::timestamp AT TIME ZONE 'UTC') \
     ON CONFLICT (guid) DO NOTHING";
+const HISTORY: &str = "\
+    SELECT id, guid, from_state, to_state, rsp_code, attempts, \
+    to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS'), who, reason \
+    FROM tx_history WHERE guid = $1 ORDER BY id";
+const PURGE_HISTORY_CHUNK: &str = "\
+    DELETE FROM tx_history WHERE id IN ( \
+        SELECT id FROM tx_history WHERE at < now() - make_interval(days => $1) \
+        ORDER BY id LIMIT $2)";
 const PURGE_CHUNK: &str = "\
     DELETE FROM tx WHERE guid IN ( \
         SELECT guid FROM tx WHERE state = 'DONE' \
@@ -159,6 +171,28 @@ impl PgStore {
         })
     }
 
+    /// `sql` in a transaction of its own that tells the history who made the change and why
+    /// (the session's name otherwise).
+    fn execute_as(
+        &self,
+        what: &'static str,
+        who: Option<String>,
+        reason: Option<String>,
+        sql: &'static str,
+        params: Params,
+    ) -> Result<u64> {
+        self.pool.run(what, move |c| {
+            let st = c.prepared(sql)?;
+            let actor = c.prepared(ACTOR)?;
+            let who = who.clone().unwrap_or_else(|| c.who.clone());
+            let mut t = c.client.transaction()?;
+            t.execute(&actor, &[&who, &reason])?;
+            let n = t.execute(&st, &params.refs())?;
+            t.commit()?;
+            Ok(n)
+        })
+    }
+
     /// A guarded UPDATE … RETURNING attempts: the attempt won, if any.
     fn claim_returning(
         &self,
@@ -233,8 +267,15 @@ impl Store for PgStore {
             c.code_str().to_string(),
             c.response.clone(),
             c.attempt.map(attempts),
+            c.min_age_secs.map(|s| s as f64),
         ];
-        Ok(self.execute("recording a result", TRANSITION, p)? == 1)
+        let n = if c.who.is_none() && c.reason.is_none() {
+            self.execute("recording a result", TRANSITION, p)?
+        } else {
+            let (who, why) = (c.who.clone(), c.reason.clone());
+            self.execute_as("recording a result", who, why, TRANSITION, p)?
+        };
+        Ok(n == 1)
     }
 
     fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
@@ -271,7 +312,8 @@ impl Store for PgStore {
 
     fn purge_chunk(&self, days: u64, lim: usize) -> Result<usize> {
         let p = params![int(days), i64::try_from(lim).unwrap_or(i64::MAX)];
-        let n = self.execute("purging", PURGE_CHUNK, p)?;
+        let why = Some(format!("retention {days} days"));
+        let n = self.execute_as("purging", None, why, PURGE_CHUNK, p)?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
@@ -308,6 +350,36 @@ impl Store for PgStore {
 
     fn claims_first(&self) -> bool {
         true
+    }
+
+    fn history(&self, guid: &str) -> Result<Vec<HistoryRow>> {
+        let guid = guid.to_string();
+        self.pool.run("reading the history", move |c| {
+            let st = c.prepared(HISTORY)?;
+            c.client
+                .query(&st, &[&guid])?
+                .iter()
+                .map(|r| {
+                    Ok(HistoryRow {
+                        id: r.try_get(0)?,
+                        guid: r.try_get(1)?,
+                        from_state: r.try_get(2)?,
+                        to_state: r.try_get(3)?,
+                        rsp_code: r.try_get(4)?,
+                        attempts: r.try_get::<_, Option<i32>>(5)?.map(i64::from),
+                        at: r.try_get(6)?,
+                        who: r.try_get(7)?,
+                        reason: r.try_get(8)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn purge_history_chunk(&self, days: u64, lim: usize) -> Result<usize> {
+        let p = params![int(days), i64::try_from(lim).unwrap_or(i64::MAX)];
+        let n = self.execute("purging history", PURGE_HISTORY_CHUNK, p)?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
     /// The setting of every connection the pool may hold (opened at once if need be).

@@ -27,6 +27,8 @@ pub struct PgConn {
     pub client: Client,
     statements: HashMap<&'static str, Statement>,
     pub durability: Durability,
+    /// The session's `txrelay.who`.
+    pub who: String,
 }
 
 impl PgConn {
@@ -65,6 +67,8 @@ pub struct Settings {
     pub read_only: bool,
     /// Shown in `pg_stat_activity`.
     pub application_name: String,
+    /// Who the history names for this pool's changes (`txrelay.who`).
+    pub who: String,
 }
 
 pub struct Pool {
@@ -340,6 +344,9 @@ fn set_up(mut client: Client, s: &Settings) -> Result<PgConn> {
         sql.push_str("SET default_transaction_read_only = on;");
     }
     client.batch_execute(&sql).map_err(LedgerError::Pg)?;
+    client
+        .execute("SELECT set_config('txrelay.who', $1, false)", &[&s.who])
+        .map_err(LedgerError::Pg)?;
     let show = |c: &mut Client| -> Result<String> {
         c.query_one("SHOW synchronous_commit", &[])
             .and_then(|r| r.try_get::<_, String>(0))
@@ -362,5 +369,6 @@ fn set_up(mut client: Client, s: &Settings) -> Result<PgConn> {
         client,
         statements: HashMap::new(),
         durability,
+        who: s.who.clone(),
     })
 }

@@ -3,6 +3,7 @@
 //! guarded transitions and the races included.
 
 mod backend;
+mod history;
 mod races;
 mod transitions;
 
@@ -32,6 +33,10 @@ for_each_backend!(
     transitions::the_newest_booking_is_the_canary,
     transitions::every_connection_commits_durably,
     transitions::rows_made_by_hand_with_only_the_required_columns_are_read,
+    history::every_change_of_a_row_leaves_exactly_one_history_row,
+    history::the_history_names_who_changed_a_row_and_why,
+    history::history_rows_are_never_updated,
+    history::a_purged_row_keeps_its_history_and_history_has_its_own_retention,
     races::fifty_threads_claiming_one_guid_one_wins,
     races::fifty_threads_reclaiming_one_failed_guid_one_wins,
     races::two_reprocess_runs_at_once_send_each_row_once,

@@ -5,14 +5,7 @@ use ledger::{Access, Change, Row, State};
 use crate::backend::{Backend, hand};
 
 fn change(guid: &str, from: State, attempt: Option<i64>, to: State, code: &[u8; 4]) -> Change {
-    Change {
-        guid: guid.into(),
-        from,
-        attempt,
-        to,
-        code: *code,
-        response: b"reply".to_vec(),
-    }
+    Change::new(guid, from, attempt, to, *code, b"reply".to_vec())
 }
 
 fn guids(rows: Vec<Row>) -> Vec<String> {

@@ -1,0 +1,229 @@
+//! The history that outlives the row: one `tx_history` row for every change of a `tx` row,
+//! whoever made it (our tools, or SQL by hand), written in the same transaction; never
+//! updated; kept when the row is purged; with a retention of its own.
+
+use ledger::{Access, Change, State, Store};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+use crate::backend::{Backend, hand};
+
+/// One thing that may change rows: through the store, or by hand.
+#[derive(Debug, Clone)]
+enum Op {
+    Claim(usize),
+    ReclaimFailed(usize),
+    ReclaimForResend(usize),
+    Transition(usize, State, State),
+    Purge,
+    HandInsert(usize),
+    HandUpdate(usize, State),
+    HandDelete(usize),
+}
+
+const GUIDS: [&str; 3] = ["H-A", "H-B", "H-C"];
+const STATES: [State; 5] = [
+    State::Received,
+    State::Sent,
+    State::Done,
+    State::Unknown,
+    State::Failed,
+];
+
+fn op() -> impl Strategy<Value = Op> {
+    let g = 0..GUIDS.len();
+    let st = proptest::sample::select(&STATES[..]);
+    prop_oneof![
+        3 => g.clone().prop_map(Op::Claim),
+        1 => g.clone().prop_map(Op::ReclaimFailed),
+        1 => g.clone().prop_map(Op::ReclaimForResend),
+        4 => (g.clone(), st.clone(), st.clone()).prop_map(|(g, a, b)| Op::Transition(g, a, b)),
+        1 => Just(Op::Purge),
+        1 => g.clone().prop_map(Op::HandInsert),
+        2 => (g.clone(), st).prop_map(|(g, s)| Op::HandUpdate(g, s)),
+        1 => g.prop_map(Op::HandDelete),
+    ]
+}
+
+/// Runs `op` and returns how many rows it changed, and who the history must name.
+fn run(b: &Backend, s: &dyn Store, op: &Op) -> (u64, &'static str) {
+    let req = |g: usize| format!("request {}", GUIDS[g]).into_bytes();
+    match op {
+        Op::Claim(g) => (
+            u64::from(s.claim_new(GUIDS[*g], "TRNF", &req(*g)).unwrap()),
+            "suite",
+        ),
+        Op::ReclaimFailed(g) => (
+            u64::from(s.reclaim_failed(GUIDS[*g], &req(*g)).unwrap().is_some()),
+            "suite",
+        ),
+        Op::ReclaimForResend(g) => (
+            u64::from(s.reclaim_for_resend(GUIDS[*g], 9).unwrap().is_some()),
+            "suite",
+        ),
+        Op::Transition(g, from, to) => {
+            let c = Change::new(GUIDS[*g], *from, None, *to, *b"E901", b"r".to_vec());
+            (u64::from(s.transition(&c).unwrap()), "suite")
+        }
+        Op::Purge => (s.purge_chunk(0, 100).unwrap() as u64, "suite"),
+        Op::HandInsert(g) => (
+            b.by_hand(&format!(
+                "INSERT INTO tx (guid, state) VALUES ('{}', 'DONE') ON CONFLICT (guid) DO NOTHING",
+                GUIDS[*g]
+            ))
+            .unwrap(),
+            "sql",
+        ),
+        Op::HandUpdate(g, st) => (
+            b.by_hand(&format!(
+                "UPDATE tx SET state = '{}' WHERE guid = '{}'",
+                st.as_str(),
+                GUIDS[*g]
+            ))
+            .unwrap(),
+            "sql",
+        ),
+        Op::HandDelete(g) => (
+            b.by_hand(&format!("DELETE FROM tx WHERE guid = '{}'", GUIDS[*g]))
+                .unwrap(),
+            "sql",
+        ),
+    }
+}
+
+/// Runs random sequences of operations on fresh ledgers made by `make`, and checks after
+/// each operation that it added exactly as many history rows as it changed rows, naming
+/// who made the change.
+fn every_change_leaves_one_history_row(make: impl Fn() -> Backend, cases: u32) {
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&proptest::collection::vec(op(), 1..25), |ops| {
+            let b = make();
+            let s = b.tool();
+            let mut expected = 0;
+            for op in &ops {
+                let (changed, who) = run(&b, s.as_ref(), op);
+                expected += changed;
+                prop_assert_eq!(b.history_count(), expected, "after {:?} in {:?}", op, ops);
+                if changed == 1 {
+                    let g = match op {
+                        Op::Claim(g)
+                        | Op::ReclaimFailed(g)
+                        | Op::ReclaimForResend(g)
+                        | Op::Transition(g, ..)
+                        | Op::HandInsert(g)
+                        | Op::HandUpdate(g, _)
+                        | Op::HandDelete(g) => GUIDS[*g],
+                        Op::Purge => continue,
+                    };
+                    let last = s.history(g).unwrap().pop().unwrap();
+                    prop_assert_eq!(&last.who, who, "{:?}", op);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+pub fn every_change_of_a_row_leaves_exactly_one_history_row(b: &Backend) {
+    // The suite's backend is one ledger; the property needs a fresh one per case.
+    if b.arg.starts_with("postgres") {
+        every_change_leaves_one_history_row(|| Backend::postgres().unwrap(), 12);
+    } else {
+        every_change_leaves_one_history_row(Backend::sqlite, 48);
+    }
+}
+
+pub fn the_history_names_who_changed_a_row_and_why(b: &Backend) {
+    let s = b.tool();
+    assert!(s.claim_new("H1", "TRNF", b"req").unwrap());
+    let settle = Change::new(
+        "H1",
+        State::Sent,
+        Some(1),
+        State::Unknown,
+        *b"E901",
+        b"r".into(),
+    )
+    .by("operator:ann")
+    .because("confirmed by phone");
+    assert!(s.transition(&settle).unwrap());
+    let relay = b.open(Access::Relay);
+    let done = Change::new(
+        "H1",
+        State::Unknown,
+        Some(1),
+        State::Done,
+        *b"0000",
+        b"d".into(),
+    )
+    .because("late reply");
+    assert!(relay.transition(&done).unwrap());
+    b.by_hand("UPDATE tx SET attempts = 7 WHERE guid = 'H1'")
+        .unwrap();
+    let h = s.history("H1").unwrap();
+    type Seen<'a> = (Option<&'a str>, Option<&'a str>, &'a str, Option<&'a str>);
+    let seen: Vec<Seen<'_>> = h
+        .iter()
+        .map(|r| {
+            (
+                r.from_state.as_deref(),
+                r.to_state.as_deref(),
+                r.who.as_str(),
+                r.reason.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (None, Some("SENT"), "suite", None),
+            (
+                Some("SENT"),
+                Some("UNKNOWN"),
+                "operator:ann",
+                Some("confirmed by phone")
+            ),
+            (Some("UNKNOWN"), Some("DONE"), "suite", Some("late reply")),
+            (Some("DONE"), Some("DONE"), "sql", None),
+        ]
+    );
+    assert_eq!(h[1].rsp_code.as_deref(), Some("E901"));
+    assert_eq!(h[3].attempts, Some(7));
+    assert!(
+        h.windows(2)
+            .all(|w| w[0].id < w[1].id && w[0].at <= w[1].at)
+    );
+}
+
+pub fn history_rows_are_never_updated(b: &Backend) {
+    assert!(b.tool().claim_new("H2", "TRNF", b"req").unwrap());
+    let e = b
+        .by_hand("UPDATE tx_history SET who = 'someone else'")
+        .unwrap_err();
+    assert!(e.contains("never updated"), "{e}");
+    assert_eq!(b.tool().history("H2").unwrap()[0].who, "suite");
+}
+
+pub fn a_purged_row_keeps_its_history_and_history_has_its_own_retention(b: &Backend) {
+    b.put(&[hand("H3", "DONE", Some("0000"), 1, 40 * 86_400)]);
+    let s = b.tool();
+    assert_eq!(s.purge_chunk(30, 10).unwrap(), 1);
+    assert!(s.read("H3").unwrap().is_none());
+    let h = s.history("H3").unwrap();
+    assert_eq!(h.len(), 2, "inserted, then purged: {h:?}");
+    assert_eq!(
+        (h[1].from_state.as_deref(), h[1].to_state.as_deref()),
+        (Some("DONE"), None)
+    );
+    assert_eq!(h[1].reason.as_deref(), Some("retention 30 days"));
+    // History goes only by its own retention.
+    b.old_history("H-OLD", 400);
+    assert_eq!(s.purge_history_chunk(365, 10).unwrap(), 1);
+    assert!(s.history("H-OLD").unwrap().is_empty());
+    assert_eq!(s.history("H3").unwrap().len(), 2, "young history stays");
+}
