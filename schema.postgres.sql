@@ -14,3 +14,9 @@ CREATE TABLE IF NOT EXISTS tx (
 
 -- resolve, reprocess and purge select by state and age.
 CREATE INDEX IF NOT EXISTS tx_state_updated ON tx (state, updated_at);
+
+-- The relay's /healthz proves a write and a read round trip on this one row, never on tx.
+CREATE TABLE IF NOT EXISTS relay_health (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    at TIMESTAMPTZ NOT NULL
+);

@@ -7,7 +7,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{LedgerError, Result};
-use crate::sqlite::{BUSY_TIMEOUT, Ledger};
+use crate::metrics::metrics;
+use crate::sqlite::{BUSY_TIMEOUT, Ledger, health_read_back};
 use crate::state::{Change, Row, State};
 use crate::store::{Durability, Store};
 
@@ -31,6 +32,8 @@ enum Op {
         days: u64,
         limit: usize,
     },
+    /// `/healthz`'s write, on the `relay_health` side table.
+    TouchHealth,
 }
 
 /// What a write came to: whether it changed the row and, for a re-claim, the attempt won
@@ -51,6 +54,7 @@ impl Op {
             }
             Op::Transition(c) => Ok(l.transition(c)?.then_some(0)),
             Op::PurgeChunk { days, limit } => Ok(Some(l.purge_chunk(*days, *limit)? as i64)),
+            Op::TouchHealth => l.touch_health().map(|()| Some(0)),
         }
     }
 }
@@ -107,7 +111,9 @@ fn write_loop(ledger: &Ledger, rx: &Receiver<(Op, Reply)>) {
             }
         }
         let ops: Vec<&Op> = batch.iter().map(|(op, _)| op).collect();
+        let started = Instant::now();
         let results = run_batch(ledger, &ops);
+        metrics().commit(ops.len(), started.elapsed());
         for ((_, reply), result) in batch.into_iter().zip(results) {
             let _ = reply.send(result);
         }
@@ -216,6 +222,14 @@ impl Store for GroupCommit {
     }
     fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
         self.reads.get()?.count_by_state()
+    }
+    fn oldest_age_secs(&self, state: State) -> Result<Option<f64>> {
+        self.reads.get()?.oldest_age_secs(state)
+    }
+    /// Written through the writer thread (a commit like any claim's), read on the pool.
+    fn health_round_trip(&self) -> Result<()> {
+        self.writer.submit(Op::TouchHealth)?;
+        health_read_back(self.reads.get()?.read_health()?)
     }
     /// The writer's, then each pooled reader's (all of them, opened at once if need be).
     fn durability(&self) -> Result<Vec<Durability>> {

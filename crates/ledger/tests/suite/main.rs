@@ -32,6 +32,7 @@ for_each_backend!(
     transitions::the_newest_booking_is_the_canary,
     transitions::every_connection_commits_durably,
     transitions::rows_made_by_hand_with_only_the_required_columns_are_read,
+    transitions::the_oldest_age_and_the_health_round_trip,
     races::fifty_threads_claiming_one_guid_one_wins,
     races::fifty_threads_reclaiming_one_failed_guid_one_wins,
     races::two_reprocess_runs_at_once_send_each_row_once,
