@@ -7,6 +7,7 @@
 
 mod util;
 
+mod batch_metrics;
 mod batch_usage;
 mod bench_smoke;
 mod chaos_smoke;

@@ -1,14 +1,16 @@
 //! What the end-to-end tests share, each thing once, on top of `testkit`: processes
 //! (`process`: servers, bounded runs, the batch tools), the core simulator (`coresim`), the
 //! ledger's rows (`rows`: hand-made rows, the write lock), channel messages (`messages`), the
-//! assertions several modules make (`checks`), the set-up most batch tests start from
-//! (`scene`) and the operator wrappers in `scripts/` (`scripts`).
+//! assertions several modules make (`checks`), the relay's admin port and the Prometheus
+//! text format (`metrics`), the set-up most batch tests start from (`scene`) and the
+//! operator wrappers in `scripts/` (`scripts`).
 //!
 //! Test modules `use crate::util::*`.
 
 mod checks;
 mod coresim;
 mod messages;
+mod metrics;
 mod process;
 mod rows;
 mod scene;
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 pub use self::checks::*;
 pub use self::coresim::*;
 pub use self::messages::*;
+pub use self::metrics::*;
 pub use self::process::*;
 pub use self::rows::*;
 pub use self::scene::*;
