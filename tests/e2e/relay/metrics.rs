@@ -3,7 +3,6 @@
 //! `--log-format json` carries the request line's fields as keys.
 
 use std::net::TcpListener;
-use std::process::Command;
 use std::time::Duration;
 
 use crate::util::*;
@@ -11,18 +10,8 @@ use crate::util::*;
 /// A relay on `db` in front of `core_url` with `--admin 127.0.0.1:0`, logging at info; and
 /// its admin address.
 fn relay_with_admin(db: &TempLedger, core_url: &str, extra: &[&str]) -> (Server, String) {
-    let mut cmd = Command::new(testkit::bin("relay"));
-    cmd.args([
-        "--db",
-        db.arg(),
-        "--listen",
-        "127.0.0.1:0",
-        "--core",
-        core_url,
-    ])
-    .args(["--admin", "127.0.0.1:0"])
-    .args(extra)
-    .env("RUST_LOG", "info");
+    let mut cmd = relay_command(db, core_url, &["--admin", "127.0.0.1:0"]);
+    cmd.args(extra).env("RUST_LOG", "info");
     let relay = Server::start(cmd);
     let admin = admin_addr(&relay);
     (relay, admin)
@@ -191,11 +180,8 @@ fn an_admin_address_in_use_is_a_one_line_start_error() {
 #[test]
 fn json_logs_carry_the_request_line_fields_as_keys() {
     let s = Scene::new().core(&[]).build();
-    let mut cmd = Command::new(testkit::bin("relay"));
-    cmd.args(["--db", s.db.arg(), "--listen", "127.0.0.1:0"])
-        .args(["--core", &s.core().url()])
-        .env("RELAY_LOG_FORMAT", "json")
-        .env("RUST_LOG", "info");
+    let mut cmd = relay_command(&s.db, &s.core().url(), &[]);
+    cmd.env("RELAY_LOG_FORMAT", "json").env("RUST_LOG", "info");
     let relay = Server::start(cmd);
     assert_code(&call(&relay.addr, &msg("G-JSON", 5, "")), "0000");
     let mut line = None;
@@ -223,10 +209,8 @@ fn json_logs_carry_the_request_line_fields_as_keys() {
     );
 
     // The text format's line is unchanged: `guid=… code=… state=… ms=…`.
-    let mut cmd = Command::new(testkit::bin("relay"));
-    cmd.args(["--db", s.db.arg(), "--listen", "127.0.0.1:0"])
-        .args(["--core", &s.core().url()])
-        .env("RUST_LOG", "info");
+    let mut cmd = relay_command(&s.db, &s.core().url(), &[]);
+    cmd.env("RUST_LOG", "info");
     let text = Server::start(cmd);
     assert_code(&call(&text.addr, &msg("G-TEXT", 5, "")), "0000");
     assert!(eventually(WAIT, || text
