@@ -60,3 +60,8 @@ END;
 CREATE TRIGGER IF NOT EXISTS tx_history_is_never_updated BEFORE UPDATE ON tx_history BEGIN
     SELECT RAISE(ABORT, 'tx_history rows are never updated');
 END;
+-- The relay's /healthz proves a write and a read round trip on this one row, never on tx.
+CREATE TABLE IF NOT EXISTS relay_health (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    at TEXT NOT NULL
+);

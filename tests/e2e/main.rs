@@ -16,6 +16,7 @@ mod util;
 /// The ledger backend of every test in this binary.
 const BACKEND: util::Backend = util::Backend::Sqlite;
 
+mod batch_metrics;
 mod batch_usage;
 mod bench_smoke;
 mod chaos_smoke;

@@ -3,10 +3,16 @@
 //! (one line, or one JSON object with `--json`). The ledger library returns values; this
 //! crate turns them into text.
 
+mod logging;
+mod metrics_file;
 mod report;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
+pub use logging::{LogFormat, stderr_line};
+pub use metrics_file::RunCounts;
 pub use report::{DryRun, Listed, Report, print_report};
 
 /// Exit codes of the tools.
@@ -18,12 +24,53 @@ pub const EXIT_LEFT: u8 = 3;
 /// A tool's `main`: logs to stderr (`RUST_LOG`, default `info`), runs `run`, and turns an
 /// error into one line `tool: what went wrong` and exit code 1.
 pub fn main(tool: &str, run: impl FnOnce() -> anyhow::Result<u8>) -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    match run() {
-        Ok(code) => ExitCode::from(code),
+    main_logged(tool, LogFormat::Text, run)
+}
+
+/// `main` with the log lines in `log_format` (`--log-format`); the fatal error line too.
+pub fn main_logged(
+    tool: &str,
+    log_format: LogFormat,
+    run: impl FnOnce() -> anyhow::Result<u8>,
+) -> ExitCode {
+    logging::init(log_format);
+    ExitCode::from(exit_code(tool, run()))
+}
+
+/// A batch tool's `main`: `main_logged`, and with `metrics_file` (`--metrics-file`; `None`
+/// for a dry run) the run's counts (what `run` recorded) and exit code written to that file
+/// when the run ends, fatal errors included. A file that cannot be written is one warning
+/// line; the exit code stays the run's.
+pub fn batch_main(
+    tool: &str,
+    log_format: LogFormat,
+    metrics_file: Option<PathBuf>,
+    run: impl FnOnce(&mut RunCounts) -> anyhow::Result<u8>,
+) -> ExitCode {
+    logging::init(log_format);
+    let started = Instant::now();
+    let mut counts = RunCounts::default();
+    let code = exit_code(tool, run(&mut counts));
+    if let Some(path) = metrics_file {
+        let text = metrics_file::render(tool, &counts, code, started.elapsed());
+        if let Err(e) = metrics_file::write_atomically(&path, &text) {
+            stderr_line(
+                tool,
+                log::Level::Warn,
+                &format!("cannot write --metrics-file {}: {e}", path.display()),
+            );
+        }
+    }
+    ExitCode::from(code)
+}
+
+/// The run's exit code; an error is one line on stderr and exit code 1.
+fn exit_code(tool: &str, result: anyhow::Result<u8>) -> u8 {
+    match result {
+        Ok(code) => code,
         Err(e) => {
-            eprintln!("{tool}: {e:#}");
-            ExitCode::from(EXIT_FATAL)
+            stderr_line(tool, log::Level::Error, &format!("{e:#}"));
+            EXIT_FATAL
         }
     }
 }

@@ -11,6 +11,10 @@ use crate::{EXIT_LEFT, EXIT_SETTLED};
 pub trait Report: Serialize {
     fn line(&self) -> String;
     fn exit_code(&self) -> u8;
+    /// The summary's row counts by outcome, for `--metrics-file`.
+    fn counts(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// Prints a report: the text, or with `json` one JSON object carrying the tool's name and
@@ -28,6 +32,10 @@ pub fn print_report<R: Report>(tool: &str, report: &R, json: bool) -> u8 {
         println!("{}", report.line());
     }
     code
+}
+
+fn counts(named: &[(&'static str, usize)]) -> Vec<(&'static str, u64)> {
+    named.iter().map(|&(k, n)| (k, n as u64)).collect()
 }
 
 /// 0 when nothing is left for a later run, else 3.
@@ -52,6 +60,18 @@ impl Report for ResolveSummary {
     fn exit_code(&self) -> u8 {
         settled_if(self.left + self.sent_to_unknown + self.skipped)
     }
+
+    fn counts(&self) -> Vec<(&'static str, u64)> {
+        counts(&[
+            ("examined", self.examined),
+            ("done", self.done),
+            ("failed", self.failed),
+            ("left", self.left),
+            ("sent_to_unknown", self.sent_to_unknown),
+            ("skipped", self.skipped),
+            ("changed_by_another_writer", self.raced),
+        ])
+    }
 }
 
 impl Report for ReprocessSummary {
@@ -72,6 +92,19 @@ impl Report for ReprocessSummary {
     fn exit_code(&self) -> u8 {
         settled_if(self.failed + self.unknown + self.not_tried + self.skipped)
     }
+
+    fn counts(&self) -> Vec<(&'static str, u64)> {
+        counts(&[
+            ("examined", self.examined),
+            ("sent", self.sent),
+            ("done", self.done),
+            ("failed", self.failed),
+            ("unknown", self.unknown),
+            ("not_tried", self.not_tried),
+            ("skipped", self.skipped),
+            ("changed_by_another_writer", self.raced),
+        ])
+    }
 }
 
 impl Report for PurgeSummary {
@@ -91,6 +124,10 @@ impl Report for PurgeSummary {
 
     fn exit_code(&self) -> u8 {
         EXIT_SETTLED
+    }
+
+    fn counts(&self) -> Vec<(&'static str, u64)> {
+        counts(&[("deleted", self.deleted)])
     }
 }
 

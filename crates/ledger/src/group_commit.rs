@@ -7,7 +7,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{LedgerError, Result};
-use crate::sqlite::{BUSY_TIMEOUT, Ledger};
+use crate::metrics::metrics;
+use crate::sqlite::{BUSY_TIMEOUT, Ledger, health_read_back};
 use crate::state::{Change, HistoryRow, Row, State};
 use crate::store::{Durability, Store};
 
@@ -35,6 +36,8 @@ enum Op {
         days: u64,
         limit: usize,
     },
+    /// `/healthz`'s write, on the `relay_health` side table.
+    TouchHealth,
 }
 
 /// What a write came to: whether it changed the row and, for a re-claim, the attempt won
@@ -58,6 +61,7 @@ impl Op {
             Op::PurgeHistoryChunk { days, limit } => {
                 Ok(Some(l.purge_history_chunk(*days, *limit)? as i64))
             }
+            Op::TouchHealth => l.touch_health().map(|()| Some(0)),
         }
     }
 }
@@ -114,7 +118,9 @@ fn write_loop(ledger: &Ledger, rx: &Receiver<(Op, Reply)>) {
             }
         }
         let ops: Vec<&Op> = batch.iter().map(|(op, _)| op).collect();
+        let started = Instant::now();
         let results = run_batch(ledger, &ops);
+        metrics().commit(ops.len(), started.elapsed());
         for ((_, reply), result) in batch.into_iter().zip(results) {
             let _ = reply.send(result);
         }
@@ -231,6 +237,14 @@ impl Store for GroupCommit {
     fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
         let n = self.writer.submit(Op::PurgeHistoryChunk { days, limit })?;
         Ok(n.map_or(0, |n| usize::try_from(n).unwrap_or(0)))
+    }
+    fn oldest_age_secs(&self, state: State) -> Result<Option<f64>> {
+        self.reads.get()?.oldest_age_secs(state)
+    }
+    /// Written through the writer thread (a commit like any claim's), read on the pool.
+    fn health_round_trip(&self) -> Result<()> {
+        self.writer.submit(Op::TouchHealth)?;
+        health_read_back(self.reads.get()?.read_health()?)
     }
     /// The writer's, then each pooled reader's (all of them, opened at once if need be).
     fn durability(&self) -> Result<Vec<Durability>> {

@@ -22,6 +22,7 @@ use ureq::Error;
 use ureq::unversioned::transport::{Buffers, NextTimeout, Transport};
 
 use crate::core_client::{Outcome, outcome_of};
+use crate::metrics::metrics;
 use crate::state::{Change, State};
 use crate::store::Store;
 use crate::transfer::{RECORD_WINDOW, record_result};
@@ -51,7 +52,7 @@ pub struct Capturing {
 impl Capturing {
     pub fn new(inner: Box<dyn Transport>) -> Capturing {
         Capturing {
-            inner: Some(inner),
+            inner: Some(Box::new(Counted::new(inner))),
             timed_out: false,
         }
     }
@@ -96,6 +97,45 @@ impl Drop for Capturing {
                 *slot = Some(inner);
             }
         });
+    }
+}
+
+/// A transport counted in `txrelay_core_connections` from its creation to its drop, wherever
+/// it goes: a call, ureq's keep-alive pool, a late-reply waiter.
+#[derive(Debug)]
+struct Counted(Box<dyn Transport>);
+
+impl Counted {
+    fn new(inner: Box<dyn Transport>) -> Counted {
+        metrics().core_connections.inc();
+        Counted(inner)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        metrics().core_connections.dec();
+    }
+}
+
+impl Transport for Counted {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        self.0.buffers()
+    }
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), Error> {
+        self.0.transmit_output(amount, timeout)
+    }
+    fn maybe_await_input(&mut self, timeout: NextTimeout) -> Result<bool, Error> {
+        self.0.maybe_await_input(timeout)
+    }
+    fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, Error> {
+        self.0.await_input(timeout)
+    }
+    fn is_open(&mut self) -> bool {
+        self.0.is_open()
+    }
+    fn is_tls(&self) -> bool {
+        self.0.is_tls()
     }
 }
 
@@ -215,6 +255,7 @@ impl LateReplies {
             let mut waiting = self.lock();
             if *waiting >= self.max {
                 drop(waiting);
+                metrics().late_dropped.inc();
                 let n = self.counts.dropped.fetch_add(1, Ordering::Relaxed) + 1;
                 warn!(
                     "guid={} late reply not awaited: {} calls already waiting ({n} dropped so far)",
@@ -223,7 +264,9 @@ impl LateReplies {
                 return;
             }
             *waiting += 1;
+            metrics().late_waiting.set(*waiting as i64);
         }
+        metrics().late_adopted.inc();
         self.counts.adopted.fetch_add(1, Ordering::Relaxed);
         let this = Arc::clone(self);
         let until = Instant::now() + self.wait;
@@ -233,13 +276,11 @@ impl LateReplies {
             .spawn(move || {
                 let guid = call.guid.clone();
                 this.settle(&guid, call.wait(until), attempt, &msg);
-                *this.lock() -= 1;
-                this.done.notify_all();
+                this.release();
             });
         if let Err(e) = spawned {
             warn!("cannot start a late-reply thread: {e}");
-            *self.lock() -= 1;
-            self.done.notify_all();
+            self.release();
         }
     }
 
@@ -251,6 +292,7 @@ impl LateReplies {
             );
             return;
         };
+        metrics().late_arrived.inc();
         self.counts.arrived.fetch_add(1, Ordering::Relaxed);
         let (code, body) = match &outcome {
             Outcome::Booked(body) => (wire::OK, Some(body)),
@@ -274,6 +316,7 @@ impl LateReplies {
         let by = Instant::now() + RECORD_WINDOW;
         let (_, made) = record_result(self.store.as_ref(), msg, change, by);
         if made {
+            metrics().late_settled.inc();
             self.counts.settled.fetch_add(1, Ordering::Relaxed);
             info!(
                 "guid={guid} late reply {}: settled DONE (attempt {attempt})",
@@ -285,6 +328,15 @@ impl LateReplies {
                 String::from_utf8_lossy(&code)
             );
         }
+    }
+
+    /// One waiter is done.
+    fn release(&self) {
+        let mut waiting = self.lock();
+        *waiting -= 1;
+        metrics().late_waiting.set(*waiting as i64);
+        drop(waiting);
+        self.done.notify_all();
     }
 
     /// Waits until no call is waiting any more (each ends by its own deadline).

@@ -15,11 +15,13 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
+use crate::admin::Admin;
 use crate::core_client::{self, BadCoreUrl, CoreClient};
 use crate::db::{self, Access, Db};
 use crate::error::LedgerError;
 use crate::group_commit;
 use crate::late::LateReplies;
+use crate::metrics::metrics;
 use crate::store::Store;
 use crate::transfer;
 use crate::wire;
@@ -52,6 +54,11 @@ pub enum StartError {
         addr: String,
         source: io::Error,
     },
+    /// The admin address (`--admin`) cannot be bound or served.
+    Admin {
+        addr: String,
+        source: io::Error,
+    },
     /// `--max-connections` does not fit in the file descriptors the process may open.
     Descriptors {
         max_connections: usize,
@@ -66,6 +73,9 @@ impl fmt::Display for StartError {
             StartError::Ledger(e) => e.fmt(f),
             StartError::Core(e) => e.fmt(f),
             StartError::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
+            StartError::Admin { addr, source } => {
+                write!(f, "cannot listen on {addr} (--admin): {source}")
+            }
             StartError::Descriptors {
                 max_connections,
                 needed,
@@ -120,6 +130,8 @@ impl Shared {
 pub struct Relay {
     listener: TcpListener,
     shared: Arc<Shared>,
+    /// The admin port, if `start_admin` was called; stopped when `serve` returns.
+    admin: Option<Admin>,
 }
 
 /// Stops a running relay from another thread (a signal handler's thread, a test).
@@ -176,6 +188,7 @@ impl Relay {
         widen_backlog(&listener);
         Ok(Relay {
             listener,
+            admin: None,
             shared: Arc::new(Shared {
                 late: (!config.late_reply.is_zero()).then(|| {
                     Arc::new(LateReplies::new(
@@ -198,6 +211,21 @@ impl Relay {
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// Serves `/metrics` and `/healthz` on `addr` (`--admin`) and starts sampling the
+    /// ledger for the metrics; returns the bound address. Apart from the channel port: its
+    /// connections count against no channel limit.
+    pub fn start_admin(&mut self, addr: &str) -> Result<SocketAddr, StartError> {
+        let admin_err = |source| StartError::Admin {
+            addr: addr.to_string(),
+            source,
+        };
+        let listener = Admin::bind(addr).map_err(admin_err)?;
+        let admin = Admin::start(listener, Arc::clone(&self.shared.store)).map_err(admin_err)?;
+        let bound = admin.local_addr();
+        self.admin = Some(admin);
+        Ok(bound)
     }
 
     pub fn shutdown_handle(&self) -> io::Result<ShutdownHandle> {
@@ -244,6 +272,7 @@ impl Relay {
         if let Some(late) = &self.shared.late {
             late.wait_all();
         }
+        drop(self.admin);
     }
 
     /// The background waiters for late replies, if `--late-reply-ms` is not zero.
@@ -293,6 +322,10 @@ impl Slot {
         let max = shared.config.max_connections;
         if conns.open.len() >= max {
             drop(conns);
+            metrics()
+                .connections_refused
+                .with_label_values(&["max_connections"])
+                .inc();
             let n = shared.refused.fetch_add(1, Ordering::Relaxed) + 1;
             warn!("connection limit {max} reached: closed a new connection ({n} so far)");
             return None;
@@ -301,6 +334,10 @@ impl Slot {
         let max_peer = shared.config.max_connections_per_peer;
         if per_peer >= max_peer {
             drop(conns);
+            metrics()
+                .connections_refused
+                .with_label_values(&["max_connections_per_peer"])
+                .inc();
             let n = shared.refused_peer.fetch_add(1, Ordering::Relaxed) + 1;
             warn!(
                 "per-peer connection limit {max_peer} reached for {peer}: closed a new \
@@ -313,6 +350,7 @@ impl Slot {
         let id = conns.next_id;
         conns.open.insert(id, Arc::clone(&stream));
         *conns.per_peer.entry(peer).or_default() += 1;
+        metrics().connections_open.inc();
         Some(Slot {
             shared: Arc::clone(shared),
             id,
@@ -333,6 +371,7 @@ impl Drop for Slot {
             }
         }
         drop(conns);
+        metrics().connections_open.dec();
         self.shared.conn_ended.notify_all();
     }
 }
@@ -469,12 +508,15 @@ fn serve_connection(shared: &Shared, stream: &TcpStream) -> Result<(), ConnEnd> 
             shared.late.as_ref(),
             &msg,
         );
+        metrics().request(&handled.code);
+        // One line per request; the fields are key-values, so that `--log-format json`
+        // carries them as keys and the text format prints `guid=… code=… state=… ms=…`.
         info!(
-            "guid={} code={} state={} ms={}",
-            handled.guid,
-            String::from_utf8_lossy(&handled.code),
-            handled.state.map_or("-", |s| s.as_str()),
-            started.elapsed().as_millis()
+            guid = handled.guid.as_str(),
+            code = String::from_utf8_lossy(&handled.code).as_ref(),
+            state = handled.state.map_or("-", |s| s.as_str()),
+            ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            ""
         );
         writer
             .write_all(&wire::frame(&handled.reply))

@@ -20,7 +20,10 @@ pub use crate::store::{Durability, PURGE_CHUNK, Store};
 pub const SCHEMA: &str = include_str!("../../../schema.sql");
 
 /// Bumped whenever `SCHEMA` changes; `PRAGMA user_version` records what a file has seen.
-const SCHEMA_VERSION: i64 = 2;
+/// 2: `tx_history`, its triggers and `tx_actor`; 3: `relay_health` (`/healthz`); 4:
+/// `tx_inquiry` (resolve's backoff). The schema is idempotent: a file at any earlier version
+/// gets whatever it lacks.
+const SCHEMA_VERSION: i64 = 3;
 
 // The transitions. Each names, in its WHERE, the state it leaves; its row count decides.
 const CLAIM_NEW: &str = "\
@@ -53,6 +56,14 @@ const PURGE_CHUNK_SQL: &str = "\
         SELECT guid FROM tx WHERE state = 'DONE' AND updated_at < datetime('now', ?1) \
         ORDER BY updated_at LIMIT ?2) \
     AND state = 'DONE' AND updated_at < datetime('now', ?1)";
+
+/// `/healthz`'s write: the one row of `relay_health`, never a `tx` row.
+const TOUCH_HEALTH: &str = "\
+    INSERT INTO relay_health (id, at) VALUES (1, datetime('now')) \
+    ON CONFLICT (id) DO UPDATE SET at = excluded.at";
+const READ_HEALTH: &str = "SELECT at FROM relay_health WHERE id = 1";
+const OLDEST_AGE: &str = "\
+    SELECT (julianday('now') - julianday(min(updated_at))) * 86400.0 FROM tx WHERE state = ?1";
 
 /// How long a statement waits for another writer before giving up (then: E905).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -408,6 +419,29 @@ impl Ledger {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Seconds since the oldest row in `state` last changed; `None` if there is none.
+    pub fn oldest_age_secs(&self, state: State) -> Result<Option<f64>> {
+        Ok(self
+            .conn
+            .prepare_cached(OLDEST_AGE)?
+            .query_row(params![state], |r| r.get::<_, Option<f64>>(0))?)
+    }
+
+    /// `/healthz`'s write: stamps the one `relay_health` row (no `tx` row is touched).
+    pub fn touch_health(&self) -> Result<()> {
+        self.conn.prepare_cached(TOUCH_HEALTH)?.execute([])?;
+        Ok(())
+    }
+
+    /// `/healthz`'s read: the `relay_health` row's stamp, if it was ever written.
+    pub fn read_health(&self) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .prepare_cached(READ_HEALTH)?
+            .query_row([], |r| r.get(0))
+            .optional()?)
+    }
+
     fn rows(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Row>> {
         let mut stmt = self.conn.prepare_cached(sql)?;
         let rows = stmt.query_map(params, Row::from_sql)?;
@@ -510,8 +544,26 @@ impl Store for Mutex<Ledger> {
     fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
         lock(self).purge_history_chunk(days, limit)
     }
+    fn oldest_age_secs(&self, state: State) -> Result<Option<f64>> {
+        lock(self).oldest_age_secs(state)
+    }
+    fn health_round_trip(&self) -> Result<()> {
+        let l = lock(self);
+        l.touch_health()?;
+        health_read_back(l.read_health()?)
+    }
     fn durability(&self) -> Result<Vec<Durability>> {
         Ok(vec![lock(self).durability()?])
+    }
+}
+
+/// The read half of the health round trip: the row the write just stamped must be there.
+pub(crate) fn health_read_back(at: Option<String>) -> Result<()> {
+    match at {
+        Some(_) => Ok(()),
+        None => Err(LedgerError::Writer(
+            "the health row written was not read back".into(),
+        )),
     }
 }
 
@@ -602,6 +654,20 @@ mod tests {
             assert_eq!(s.as_str().parse::<State>().unwrap(), s);
         }
         assert!("DONEX".parse::<State>().is_err());
+    }
+
+    #[test]
+    fn a_ledger_of_schema_version_1_gets_the_health_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("l.db");
+        Ledger::open(&p)
+            .unwrap()
+            .connection()
+            .execute_batch("DROP TABLE relay_health; PRAGMA user_version = 1;")
+            .unwrap();
+        let l = Ledger::open(&p).unwrap();
+        l.touch_health().unwrap();
+        assert!(l.read_health().unwrap().is_some());
     }
 
     #[test]

@@ -45,6 +45,13 @@ pub trait Store: Send + Sync {
     fn history(&self, guid: &str) -> Result<Vec<HistoryRow>>;
     /// Deletes at most `limit` history rows older than `days` (its own retention).
     fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize>;
+    /// Seconds since the oldest row in `state` last changed (`None`: no such row); for the
+    /// relay's metrics.
+    fn oldest_age_secs(&self, state: State) -> Result<Option<f64>>;
+    /// The relay's `/healthz`: a write through the path claims and results take (the group
+    /// commit on SQLite), then a read through the path requests read from, both on the
+    /// `relay_health` side table: never on a `tx` row.
+    fn health_round_trip(&self) -> Result<()>;
     /// The durability settings of every connection this store writes or reads with.
     fn durability(&self) -> Result<Vec<Durability>>;
     /// Whether the relay should try the claim before reading the row: cheaper where a write

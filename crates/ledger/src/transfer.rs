@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::core_client::{CoreClient, Outcome};
 use crate::late::LateReplies;
+use crate::metrics::metrics;
 use crate::sqlite::BUSY_TIMEOUT;
 use crate::state::{Change, Row, State};
 use crate::store::Store;
@@ -171,10 +172,12 @@ pub fn send_and_record<S: Store + ?Sized>(
     attempt: i64,
 ) -> Handled {
     let record_by = Instant::now() + core.deadline() + RECORD_WINDOW;
+    let called = Instant::now();
     let (outcome, call) = match late {
         Some(_) => core.post_transfer_keeping_late(t),
         None => (core.post_transfer(t), None),
     };
+    metrics().core_call(&outcome, called.elapsed());
     let (state, code, body) = match &outcome {
         Outcome::Booked(body) => (State::Done, wire::OK, Some(body)),
         Outcome::Rejected(code) => (State::Done, *code, None),

@@ -33,6 +33,13 @@ struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Log lines on stderr: text, or one JSON object a line.
+    #[arg(long, env = "PURGE_LOG_FORMAT", value_enum, default_value_t = cli::LogFormat::Text)]
+    log_format: cli::LogFormat,
+    /// Also write the run's counts and exit code to this file, in the Prometheus text
+    /// format (for node_exporter's textfile collector); replaced atomically. Not on --dry-run.
+    #[arg(long, env = "PURGE_METRICS_FILE")]
+    metrics_file: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -46,14 +53,19 @@ fn main() -> ExitCode {
             )
             .exit();
     }
-    cli::main("purge", || run(args))
+    let metrics_file = args.metrics_file.clone().filter(|_| !args.dry_run);
+    cli::batch_main("purge", args.log_format, metrics_file, |counts| {
+        run(args, counts)
+    })
 }
 
-fn run(args: Args) -> anyhow::Result<u8> {
+fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
     if args.days == 0 {
-        eprintln!(
-            "purge: warning: --days 0 --force deletes every DONE row; a channel resending one \
-             of those GUIDs later would be booked again"
+        cli::stderr_line(
+            "purge",
+            log::Level::Warn,
+            "--days 0 --force deletes every DONE row; a channel resending one of those GUIDs \
+             later would be booked again",
         );
     }
     let db = cli::db_arg::<Args>(&args.db);
@@ -77,5 +89,6 @@ fn run(args: Args) -> anyhow::Result<u8> {
     }
     let summary = batch::purge(ledger.as_ref(), args.days, args.history_days)
         .with_context(|| format!("ledger {}", db))?;
+    counts.record(&summary);
     Ok(print_report("purge", &summary, args.json))
 }

@@ -59,6 +59,13 @@ struct Args {
     /// Most calls listened to for a late reply at once; beyond, a timed-out call is dropped.
     #[arg(long, env = "RELAY_MAX_LATE_REPLIES", default_value_t = 256)]
     max_late_replies: u64,
+    /// Serve GET /metrics (Prometheus) and GET /healthz on this address, e.g.
+    /// 127.0.0.1:9300. Off unless given.
+    #[arg(long, env = "RELAY_ADMIN")]
+    admin: Option<String>,
+    /// Log lines on stderr: text, or one JSON object a line.
+    #[arg(long, env = "RELAY_LOG_FORMAT", value_enum, default_value_t = cli::LogFormat::Text)]
+    log_format: cli::LogFormat,
 }
 
 impl Args {
@@ -89,7 +96,7 @@ impl Args {
 
 fn main() -> ExitCode {
     let args = Args::parse().check();
-    cli::main("relay", || run(args))
+    cli::main_logged("relay", args.log_format, || run(args))
 }
 
 fn run(args: Args) -> anyhow::Result<u8> {
@@ -107,7 +114,10 @@ fn run(args: Args) -> anyhow::Result<u8> {
         max_late_replies: usize::try_from(args.max_late_replies).unwrap_or(usize::MAX),
     };
     let db = cli::db_arg::<Args>(&args.db);
-    let relay = Relay::start(&db, config).context("cannot start")?;
+    let mut relay = Relay::start(&db, config).context("cannot start")?;
+    if let Some(admin) = &args.admin {
+        relay.start_admin(admin).context("cannot start")?;
+    }
     let addr = relay
         .local_addr()
         .context("cannot read the bound address")?;

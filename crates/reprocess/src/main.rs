@@ -34,6 +34,13 @@ struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Log lines on stderr: text, or one JSON object a line.
+    #[arg(long, env = "REPROCESS_LOG_FORMAT", value_enum, default_value_t = cli::LogFormat::Text)]
+    log_format: cli::LogFormat,
+    /// Also write the run's counts and exit code to this file, in the Prometheus text
+    /// format (for node_exporter's textfile collector); replaced atomically. Not on --dry-run.
+    #[arg(long, env = "REPROCESS_METRICS_FILE")]
+    metrics_file: Option<std::path::PathBuf>,
     /// Time allowed to connect to the core; on expiry the row stays FAILED/E902.
     #[arg(long, env = "REPROCESS_CONNECT_TIMEOUT_MS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -46,10 +53,13 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    cli::main("reprocess", || run(args))
+    let metrics_file = args.metrics_file.clone().filter(|_| !args.dry_run);
+    cli::batch_main("reprocess", args.log_format, metrics_file, |counts| {
+        run(args, counts)
+    })
 }
 
-fn run(args: Args) -> anyhow::Result<u8> {
+fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
     let db = cli::db_arg::<Args>(&args.db);
     let ledger = db.open(Access::Tool, "reprocess")?;
     // Checked even for --dry-run, so that a dry run also proves the settings.
@@ -68,5 +78,6 @@ fn run(args: Args) -> anyhow::Result<u8> {
     }
     let summary = batch::reprocess(ledger.as_ref(), &core, args.max_attempts, args.limit)
         .with_context(|| format!("ledger {}", db))?;
+    counts.record(&summary);
     Ok(print_report("reprocess", &summary, args.json))
 }

@@ -9,6 +9,7 @@ use ledger::Access;
 use ledger::batch::{self, ResolveError};
 use ledger::core_client::CoreClient;
 use ledger::transfer::STALE_SENT_FLOOR;
+use log::Level;
 
 /// Below this, a core still working on a request may answer 404 and be taken at its word.
 const SAFE_MIN_AGE_SECS: u64 = 60;
@@ -51,6 +52,13 @@ struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Log lines on stderr: text, or one JSON object a line.
+    #[arg(long, env = "RESOLVE_LOG_FORMAT", value_enum, default_value_t = cli::LogFormat::Text)]
+    log_format: cli::LogFormat,
+    /// Also write the run's counts and exit code to this file, in the Prometheus text
+    /// format (for node_exporter's textfile collector); replaced atomically. Not on --dry-run.
+    #[arg(long, env = "RESOLVE_METRICS_FILE")]
+    metrics_file: Option<std::path::PathBuf>,
     /// Time allowed to connect to the core.
     #[arg(long, env = "RESOLVE_CONNECT_TIMEOUT_MS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -63,21 +71,30 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    cli::main("resolve", || run(args))
+    let metrics_file = args.metrics_file.clone().filter(|_| !args.dry_run);
+    cli::batch_main("resolve", args.log_format, metrics_file, |counts| {
+        run(args, counts)
+    })
 }
 
-fn run(args: Args) -> anyhow::Result<u8> {
+fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
     if args.min_age < SAFE_MIN_AGE_SECS {
-        eprintln!(
-            "resolve: warning: --min-age {} is under {SAFE_MIN_AGE_SECS} s; a core still \
-             processing a request answers 404, which would mark a booked transfer FAILED",
-            args.min_age
+        cli::stderr_line(
+            "resolve",
+            Level::Warn,
+            &format!(
+                "--min-age {} is under {SAFE_MIN_AGE_SECS} s; a core still processing a \
+                 request answers 404, which would mark a booked transfer FAILED",
+                args.min_age
+            ),
         );
     }
     if std::env::var_os("RESOLVE_STALE_SENT").is_some() && args.stale_sent.is_none() {
-        eprintln!(
-            "resolve: warning: RESOLVE_STALE_SENT is ignored; SENT rows are settled only with \
-             --stale-sent SECS on the command line"
+        cli::stderr_line(
+            "resolve",
+            Level::Warn,
+            "RESOLVE_STALE_SENT is ignored; SENT rows are settled only with --stale-sent SECS \
+             on the command line",
         );
     }
     let db = cli::db_arg::<Args>(&args.db);
@@ -97,11 +114,14 @@ fn run(args: Args) -> anyhow::Result<u8> {
         ));
     }
     match batch::resolve(ledger.as_ref(), &core, args.min_age, args.stale_sent) {
-        Ok(summary) => Ok(print_report("resolve", &summary, args.json)),
+        Ok(summary) => {
+            counts.record(&summary);
+            Ok(print_report("resolve", &summary, args.json))
+        }
         Err(e @ ResolveError::Canary { not_found, .. }) => {
             // A core that does not know our bookings: the settings look wrong (1). A core
             // that could not answer: a later run may do the work (3).
-            eprintln!("resolve: {e}");
+            cli::stderr_line("resolve", Level::Error, &e.to_string());
             Ok(if not_found { EXIT_FATAL } else { EXIT_LEFT })
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!("ledger {}", db))),

@@ -1,9 +1,11 @@
 //! The relay end to end: real `relay` and `coresim` processes, a temp ledger each, and
-//! assertions on exact reply bytes, ledger rows and the core's per-GUID booking counts.
+//! assertions on exact reply bytes, ledger rows and the core's per-GUID booking counts; and
+//! its admin port, metrics and log formats (`metrics`).
 
 mod frames;
 mod late_replies;
 mod late_results;
 mod ledger_errors;
 mod limits;
+mod metrics;
 mod replies;

@@ -1,8 +1,8 @@
 //! What the end-to-end tests share, each thing once, on top of `testkit`: processes
 //! (`process`: servers, bounded runs, the batch tools), the core simulator (`coresim`), the
 //! ledger's rows (`rows`: hand-made rows, a write held back from outside), channel messages
-//! (`messages`), the assertions several modules make (`checks`) and the set-up most tests
-//! start from (`scene`).
+//! (`messages`), the assertions several modules make (`checks`), the relay's admin port and
+//! the Prometheus text format (`metrics`) and the set-up most tests start from (`scene`).
 //!
 //! This module is compiled into two test binaries: `e2e` (the ledger on SQLite) and `e2e_pg`
 //! (on PostgreSQL). Each names its backend in `crate::BACKEND`; the ledgers made here are on
@@ -14,6 +14,7 @@
 mod checks;
 mod coresim;
 mod messages;
+mod metrics;
 mod process;
 mod rows;
 mod scene;
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 pub use self::checks::*;
 pub use self::coresim::*;
 pub use self::messages::*;
+pub use self::metrics::*;
 pub use self::process::*;
 pub use self::rows::*;
 pub use self::scene::*;

@@ -110,16 +110,22 @@ pub fn signal(pid: u32, sig: &str) {
 
 /// A relay on a free port in front of `core_url`, with its ledger at `db`.
 pub fn start_relay(db: &TempLedger, core_url: &str, extra: &[&str]) -> Server {
-    let mut args = vec![
+    Server::start(relay_command(db, core_url, extra))
+}
+
+/// `start_relay`'s command, for a test that sets its environment before `Server::start`.
+pub fn relay_command(db: &TempLedger, core_url: &str, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(bin("relay"));
+    cmd.args([
         "--db",
         db.arg(),
         "--listen",
         "127.0.0.1:0",
         "--core",
         core_url,
-    ];
-    args.extend_from_slice(extra);
-    Server::spawn("relay", &args)
+    ])
+    .args(extra);
+    cmd
 }
 
 /// A command run to its end: its exit code and output. Output goes to files, so that a

@@ -16,6 +16,7 @@ pub use pool::Settings;
 pub use url::{PgUrl, is_pg_url};
 
 use crate::error::{LedgerError, Result};
+use crate::metrics::metrics;
 use crate::state::{Change, HistoryRow, Row, State};
 use crate::store::{Durability, Store};
 
@@ -70,6 +71,13 @@ const PURGE_HISTORY_CHUNK: &str = "\
     DELETE FROM tx_history WHERE id IN ( \
         SELECT id FROM tx_history WHERE at < now() - make_interval(days => $1) \
         ORDER BY id LIMIT $2)";
+const TOUCH_HEALTH: &str = "\
+    INSERT INTO relay_health (id, at) VALUES (1, now()) \
+    ON CONFLICT (id) DO UPDATE SET at = excluded.at";
+const READ_HEALTH: &str = "\
+    SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') FROM relay_health WHERE id = 1";
+const OLDEST_AGE: &str = "\
+    SELECT extract(epoch FROM now() - min(updated_at))::float8 FROM tx WHERE state = $1";
 const PURGE_CHUNK: &str = "\
     DELETE FROM tx WHERE guid IN ( \
         SELECT guid FROM tx WHERE state = 'DONE' \
@@ -164,11 +172,15 @@ impl PgStore {
         })
     }
 
+    /// A write: each is its own commit, recorded in the metrics as a batch of one.
     fn execute(&self, what: &'static str, sql: &'static str, params: Params) -> Result<u64> {
-        self.pool.run(what, move |c| {
+        let started = Instant::now();
+        let n = self.pool.run(what, move |c| {
             let st = c.prepared(sql)?;
             c.client.execute(&st, &params.refs())
-        })
+        })?;
+        metrics().commit(1, started.elapsed());
+        Ok(n)
     }
 
     /// `sql` in a transaction of its own that tells the history who made the change and why
@@ -200,12 +212,15 @@ impl PgStore {
         sql: &'static str,
         params: Params,
     ) -> Result<Option<i64>> {
-        self.pool.run(what, move |c| {
+        let started = Instant::now();
+        let won = self.pool.run(what, move |c| {
             let st = c.prepared(sql)?;
             Ok(c.client
                 .query_opt(&st, &params.refs())?
                 .map(|r| r.get::<_, i32>(0).into()))
-        })
+        })?;
+        metrics().commit(1, started.elapsed());
+        Ok(won)
     }
 }
 
@@ -346,6 +361,25 @@ impl Store for PgStore {
                 .filter_map(|r| Some((r.get::<_, String>(0).parse().ok()?, r.get(1))))
                 .collect())
         })
+    }
+
+    fn oldest_age_secs(&self, state: State) -> Result<Option<f64>> {
+        self.pool.run("sampling the ledger", move |c| {
+            let st = c.prepared(OLDEST_AGE)?;
+            c.client.query_one(&st, &[&state.as_str()])?.try_get(0)
+        })
+    }
+
+    fn health_round_trip(&self) -> Result<()> {
+        self.execute("writing the health row", TOUCH_HEALTH, params![])?;
+        let at = self.pool.run("reading the health row", |c| {
+            let st = c.prepared(READ_HEALTH)?;
+            c.client
+                .query_opt(&st, &[])?
+                .map(|r| r.try_get(0))
+                .transpose()
+        })?;
+        crate::sqlite::health_read_back(at)
     }
 
     fn claims_first(&self) -> bool {

@@ -195,3 +195,28 @@ pub fn rows_made_by_hand_with_only_the_required_columns_are_read(b: &Backend) {
         "read-only"
     );
 }
+
+/// What the relay's metrics sampler and `/healthz` read: the oldest row's age per state, and
+/// a write and a read round trip that touches no `tx` row.
+pub fn the_oldest_age_and_the_health_round_trip(b: &Backend) {
+    const DAY: u64 = 86_400;
+    let s = b.open(Access::Relay);
+    assert_eq!(s.oldest_age_secs(State::Unknown).unwrap(), None, "no row");
+    b.put(&[
+        hand("U-day", "UNKNOWN", Some("E901"), 1, DAY),
+        hand("U-new", "UNKNOWN", Some("E901"), 1, 5),
+        hand("D-old", "DONE", Some("0000"), 1, 10 * DAY),
+    ]);
+    let oldest = s.oldest_age_secs(State::Unknown).unwrap().unwrap();
+    assert!(
+        (DAY as f64 - 1.0..DAY as f64 + 60.0).contains(&oldest),
+        "{oldest}"
+    );
+    assert_eq!(s.oldest_age_secs(State::Failed).unwrap(), None);
+    let before = s.all_rows().unwrap();
+    for store in [s, b.tool()] {
+        store.health_round_trip().unwrap();
+        store.health_round_trip().unwrap();
+        assert_eq!(store.all_rows().unwrap(), before, "no tx row changed");
+    }
+}

@@ -1,0 +1,129 @@
+//! `--metrics-file PATH` of the batch tools: the run's summary counts in the Prometheus text
+//! format, for node_exporter's textfile collector. Written to `PATH.tmp`, synced, then
+//! renamed over `PATH`, so that a scrape never reads half a file (the collector reads only
+//! `*.prom`, so the temporary file is never read).
+//!
+//! Every tool writes the same families, told apart by the `tool` label, so that one
+//! collector directory can hold the files of all three:
+//!
+//! - `txrelay_batch_rows{tool,outcome}`: the summary's counts (`examined`, `done`, …);
+//! - `txrelay_batch_exit_code{tool}`: the run's exit code (0 settled, 1 fatal, 3 rows left);
+//! - `txrelay_batch_last_run_timestamp_seconds{tool}`: when the run ended, Unix time;
+//! - `txrelay_batch_duration_seconds{tool}`: how long it took.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus::{GaugeVec, Opts, Registry, TextEncoder};
+
+/// The counts of one run, as the tool's summary gives them.
+#[derive(Debug, Default)]
+pub struct RunCounts {
+    rows: Vec<(&'static str, u64)>,
+}
+
+impl RunCounts {
+    /// Takes the counts of `report`'s summary.
+    pub fn record<R: crate::Report + ?Sized>(&mut self, report: &R) {
+        self.rows = report.counts();
+    }
+}
+
+/// The file's text for a run of `tool` that ended with `exit_code` after `took`.
+pub fn render(tool: &str, counts: &RunCounts, exit_code: u8, took: Duration) -> String {
+    let r = Registry::new();
+    let gauge = |name: &str, help: &str, labels: &[&str]| {
+        let g = GaugeVec::new(Opts::new(name, help), labels).expect("a valid gauge");
+        r.register(Box::new(g.clone())).expect("unique names");
+        g
+    };
+    let rows = gauge(
+        "txrelay_batch_rows",
+        "Rows of the batch tool's last run, by outcome (its summary's counts).",
+        &["tool", "outcome"],
+    );
+    let exit = gauge(
+        "txrelay_batch_exit_code",
+        "Exit code of the batch tool's last run: 0 all settled, 1 fatal, 3 rows left.",
+        &["tool"],
+    );
+    let ended = gauge(
+        "txrelay_batch_last_run_timestamp_seconds",
+        "When the batch tool's last run ended, Unix time.",
+        &["tool"],
+    );
+    let duration = gauge(
+        "txrelay_batch_duration_seconds",
+        "How long the batch tool's last run took.",
+        &["tool"],
+    );
+    for (outcome, n) in &counts.rows {
+        rows.with_label_values(&[tool, outcome]).set(*n as f64);
+    }
+    exit.with_label_values(&[tool]).set(f64::from(exit_code));
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    ended.with_label_values(&[tool]).set(now.as_secs_f64());
+    duration.with_label_values(&[tool]).set(took.as_secs_f64());
+    let mut out = String::new();
+    TextEncoder::new()
+        .encode_utf8(&r.gather(), &mut out)
+        .expect("encoding into a String cannot fail");
+    out
+}
+
+/// Writes `text` to `path` atomically: `PATH.tmp`, synced, renamed over `path`.
+pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+    let mut tmp = PathBuf::from(path);
+    tmp.as_mut_os_string().push(".tmp");
+    let written = File::create(&tmp).and_then(|mut f| {
+        f.write_all(text.as_bytes())?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_is_replaced_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("resolve.prom");
+        let counts = RunCounts {
+            rows: vec![("examined", 5), ("done", 3)],
+        };
+        write_atomically(
+            &path,
+            &render("resolve", &counts, 3, Duration::from_millis(1500)),
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("txrelay_batch_rows{outcome=\"examined\",tool=\"resolve\"} 5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("txrelay_batch_exit_code{tool=\"resolve\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("txrelay_batch_duration_seconds{tool=\"resolve\"} 1.5"),
+            "{text}"
+        );
+        assert!(!dir.path().join("resolve.prom.tmp").exists());
+
+        write_atomically(&path, "x 1\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "x 1\n");
+        let bad = dir.path().join("no-such-dir").join("f.prom");
+        assert!(write_atomically(&bad, "x 1\n").is_err());
+    }
+}

@@ -1,0 +1,418 @@
+//! The relay's metrics, in one place: what `relay --admin` serves at `GET /metrics` in the
+//! Prometheus text format (0.0.4), through the `prometheus` crate (sync, no runtime).
+//!
+//! **One process-wide set (`metrics()`), not a handle passed around.** A relay process is one
+//! relay, and the facts counted here are born deep inside objects whose constructors this
+//! module should not have to reach: the group-commit writer thread, the PostgreSQL pool,
+//! the transports ureq makes through the relay's connector, the late-reply waiters. A global
+//! costs each of them one call and no new parameter. Recording is a few atomic operations;
+//! nothing is printed. A batch tool links the same code and updates the same counters, but
+//! never serves them: its `--metrics-file` carries its run's summary instead (`cli`).
+//!
+//! Rows by state and the age of the oldest UNKNOWN row cost a query, so they are not read
+//! per scrape: a `Sampler` thread reads them every `SAMPLE_INTERVAL` through the `Store`.
+
+use std::sync::LazyLock;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use log::warn;
+use prometheus::{
+    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use crate::core_client::Outcome;
+use crate::state::State;
+use crate::store::Store;
+use crate::wire;
+
+/// How often the sampler reads rows by state and the oldest UNKNOWN row's age.
+pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The content type of `encode`'s output.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Every state a row can be in, for `txrelay_ledger_rows` (a state with no row is 0, not
+/// missing).
+const STATES: [State; 5] = [
+    State::Received,
+    State::Sent,
+    State::Done,
+    State::Unknown,
+    State::Failed,
+];
+
+/// Core calls: half a millisecond to the 30 s the relay allows a call at most.
+const CORE_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Ledger commits: a tenth of a millisecond (no fsync) to the 5 s busy timeout and beyond.
+const COMMIT_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+/// Statements per commit, up to the group commit's cap (1024).
+const BATCH_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
+
+/// Every metric the relay exports. README "Metrics" lists them with their meaning.
+pub struct Metrics {
+    registry: Registry,
+    /// Requests answered, by the 4-character result code of the reply.
+    pub requests: IntCounterVec,
+    /// POSTs to the core, by outcome: seconds from the call to its classified result.
+    pub core_call: HistogramVec,
+    /// Seconds per ledger commit (SQLite: a group-commit transaction; PostgreSQL: one
+    /// autocommitted write).
+    pub commit: Histogram,
+    /// Statements per ledger commit (PostgreSQL: always 1).
+    pub commit_batch: Histogram,
+    /// Channel connections open now.
+    pub connections_open: IntGauge,
+    /// Channel connections closed at once, by the limit that refused them.
+    pub connections_refused: IntCounterVec,
+    /// Connections to the core open now (in use, idle in the keep-alive pool, or held by a
+    /// late-reply waiter).
+    pub core_connections: IntGauge,
+    /// Rows by state, as last sampled.
+    pub rows: IntGaugeVec,
+    /// Seconds since the oldest UNKNOWN row last changed, as last sampled (0: none).
+    pub oldest_unknown: Gauge,
+    /// When the ledger was last sampled (Unix seconds).
+    pub sampled_at: Gauge,
+    /// Samples that failed (the ledger did not answer).
+    pub sample_errors: IntCounter,
+    /// Late replies (`late`): calls handed to a waiter, dropped for lack of room, answers
+    /// that came, UNKNOWN rows they settled; and waiters now.
+    pub late_adopted: IntCounter,
+    pub late_dropped: IntCounter,
+    pub late_arrived: IntCounter,
+    pub late_settled: IntCounter,
+    pub late_waiting: IntGauge,
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    &METRICS
+}
+
+/// Registers `metric` with `registry` and hands it back.
+fn reg<M: prometheus::core::Collector + Clone + 'static>(registry: &Registry, metric: M) -> M {
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("metric names are unique and valid");
+    metric
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let r = Registry::new();
+        let counter =
+            |name: &str, help: &str| reg(&r, IntCounter::new(name, help).expect("valid counter"));
+        let counter_vec = |name: &str, help: &str, label: &str| {
+            reg(
+                &r,
+                IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid counter"),
+            )
+        };
+        let gauge = |name: &str, help: &str| reg(&r, IntGauge::new(name, help).expect("valid"));
+        let histogram = |name: &str, help: &str, buckets: &[f64]| {
+            reg(
+                &r,
+                Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets.to_vec()))
+                    .expect("valid histogram"),
+            )
+        };
+        let m = Metrics {
+            requests: counter_vec(
+                "txrelay_requests_total",
+                "Requests answered, by the reply's 4-character result code.",
+                "code",
+            ),
+            core_call: reg(
+                &r,
+                HistogramVec::new(
+                    HistogramOpts::new(
+                        "txrelay_core_call_duration_seconds",
+                        "POSTs of a transfer to the core, by outcome \
+                         (booked, rejected, not_sent, unknown).",
+                    )
+                    .buckets(CORE_BUCKETS.to_vec()),
+                    &["outcome"],
+                )
+                .expect("valid histogram"),
+            ),
+            commit: histogram(
+                "txrelay_ledger_commit_duration_seconds",
+                "Ledger commits: a group commit on SQLite, one write on PostgreSQL.",
+                COMMIT_BUCKETS,
+            ),
+            commit_batch: histogram(
+                "txrelay_ledger_commit_batch_size",
+                "Statements per ledger commit (1 on PostgreSQL).",
+                BATCH_BUCKETS,
+            ),
+            connections_open: gauge("txrelay_connections_open", "Channel connections open now."),
+            connections_refused: counter_vec(
+                "txrelay_connections_refused_total",
+                "Channel connections closed at once, by the limit reached \
+                 (max_connections, max_connections_per_peer).",
+                "limit",
+            ),
+            core_connections: gauge(
+                "txrelay_core_connections",
+                "Connections to the core open now: in a call, idle in the keep-alive pool, \
+                 or awaiting a late reply.",
+            ),
+            rows: reg(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "txrelay_ledger_rows",
+                        "Ledger rows by state, sampled every 10 s.",
+                    ),
+                    &["state"],
+                )
+                .expect("valid gauge"),
+            ),
+            oldest_unknown: reg(
+                &r,
+                Gauge::new(
+                    "txrelay_ledger_oldest_unknown_age_seconds",
+                    "Seconds since the oldest UNKNOWN row last changed (0: no UNKNOWN row), \
+                     sampled every 10 s.",
+                )
+                .expect("valid gauge"),
+            ),
+            sampled_at: reg(
+                &r,
+                Gauge::new(
+                    "txrelay_ledger_sampled_timestamp_seconds",
+                    "When the ledger's rows were last sampled, Unix time.",
+                )
+                .expect("valid gauge"),
+            ),
+            sample_errors: counter(
+                "txrelay_ledger_sample_errors_total",
+                "Samples of the ledger's rows that failed.",
+            ),
+            late_adopted: counter(
+                "txrelay_late_replies_adopted_total",
+                "Calls given up at the read timeout and handed to a late-reply waiter.",
+            ),
+            late_dropped: counter(
+                "txrelay_late_replies_dropped_total",
+                "Calls given up at the read timeout and not awaited: --max-late-replies \
+                 were already waiting.",
+            ),
+            late_arrived: counter(
+                "txrelay_late_replies_arrived_total",
+                "Late answers that came from the core, whatever they said.",
+            ),
+            late_settled: counter(
+                "txrelay_late_replies_settled_total",
+                "UNKNOWN rows a late answer settled DONE.",
+            ),
+            late_waiting: gauge(
+                "txrelay_late_replies_waiting",
+                "Calls awaiting a late reply now.",
+            ),
+            registry: r,
+        };
+        for state in STATES {
+            m.rows.with_label_values(&[state.as_str()]).set(0);
+        }
+        // The relay's own codes exist from the start, so that a rate over them is defined
+        // before the first of each (business codes appear when the core first sends them).
+        for code in [
+            wire::OK,
+            wire::E_MALFORMED,
+            wire::E_UNKNOWN,
+            wire::E_NOT_SENT,
+            wire::E_IN_FLIGHT,
+            wire::E_GUID_REUSED,
+            wire::E_LEDGER,
+        ] {
+            m.requests
+                .with_label_values(&[&String::from_utf8_lossy(&code)]);
+        }
+        for limit in ["max_connections", "max_connections_per_peer"] {
+            m.connections_refused.with_label_values(&[limit]);
+        }
+        m
+    }
+
+    /// Everything, in the Prometheus text format (`CONTENT_TYPE`).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        TextEncoder::new()
+            .encode_utf8(&self.registry.gather(), &mut out)
+            .expect("encoding into a String cannot fail");
+        out
+    }
+
+    /// One answered request.
+    pub fn request(&self, code: &[u8]) {
+        let code = String::from_utf8_lossy(code);
+        self.requests.with_label_values(&[code.as_ref()]).inc();
+    }
+
+    /// One POST to the core, and what it came to.
+    pub fn core_call(&self, outcome: &Outcome, took: Duration) {
+        let label = match outcome {
+            Outcome::Booked(_) => "booked",
+            Outcome::Rejected(_) => "rejected",
+            Outcome::NotSent(_) => "not_sent",
+            Outcome::Unknown(_) => "unknown",
+        };
+        self.core_call
+            .with_label_values(&[label])
+            .observe(took.as_secs_f64());
+    }
+
+    /// One ledger commit of `statements` statements.
+    pub fn commit(&self, statements: usize, took: Duration) {
+        self.commit.observe(took.as_secs_f64());
+        self.commit_batch.observe(statements as f64);
+    }
+
+    /// Reads rows by state and the oldest UNKNOWN row's age from `store` into the gauges.
+    pub fn sample(&self, store: &dyn Store) -> crate::error::Result<()> {
+        let sampled = store
+            .count_by_state()
+            .and_then(|counts| Ok((counts, store.oldest_age_secs(State::Unknown)?)));
+        let (counts, oldest) = match sampled {
+            Ok(s) => s,
+            Err(e) => {
+                self.sample_errors.inc();
+                return Err(e);
+            }
+        };
+        for state in STATES {
+            let n = counts
+                .iter()
+                .find(|(s, _)| *s == state)
+                .map_or(0, |(_, n)| *n);
+            self.rows.with_label_values(&[state.as_str()]).set(n);
+        }
+        self.oldest_unknown.set(oldest.unwrap_or(0.0).max(0.0));
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        self.sampled_at.set(now.as_secs_f64());
+        Ok(())
+    }
+}
+
+/// The thread that samples the ledger every `SAMPLE_INTERVAL` (at once when started); it
+/// stops when this is dropped.
+pub struct Sampler {
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Sampler {
+    pub fn start(store: std::sync::Arc<dyn Store>, every: Duration) -> std::io::Result<Sampler> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("metrics-sampler".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                loop {
+                    if let Err(e) = metrics().sample(store.as_ref()) {
+                        warn!("cannot sample the ledger for metrics: {e}");
+                    }
+                    match stopped.recv_timeout(every) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        _ => return,
+                    }
+                }
+            })?;
+        Ok(Sampler {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn the_exposition_has_every_family_with_help_and_type() {
+        let m = metrics();
+        m.request(b"0000");
+        m.core_call(&Outcome::NotSent("x".into()), Duration::from_millis(3));
+        m.commit(4, Duration::from_micros(700));
+        let text = m.encode();
+        for name in [
+            "txrelay_requests_total",
+            "txrelay_core_call_duration_seconds",
+            "txrelay_ledger_commit_duration_seconds",
+            "txrelay_ledger_commit_batch_size",
+            "txrelay_connections_open",
+            "txrelay_connections_refused_total",
+            "txrelay_core_connections",
+            "txrelay_ledger_rows",
+            "txrelay_ledger_oldest_unknown_age_seconds",
+            "txrelay_ledger_sampled_timestamp_seconds",
+            "txrelay_ledger_sample_errors_total",
+            "txrelay_late_replies_adopted_total",
+            "txrelay_late_replies_dropped_total",
+            "txrelay_late_replies_arrived_total",
+            "txrelay_late_replies_settled_total",
+            "txrelay_late_replies_waiting",
+        ] {
+            assert!(text.contains(&format!("# HELP {name} ")), "{name}\n{text}");
+            assert!(text.contains(&format!("# TYPE {name} ")), "{name}\n{text}");
+        }
+        assert!(
+            text.contains("txrelay_requests_total{code=\"0000\"}"),
+            "{text}"
+        );
+        assert!(
+            text.contains("txrelay_ledger_rows{state=\"UNKNOWN\"}"),
+            "{text}"
+        );
+        assert!(
+            text.contains("txrelay_core_call_duration_seconds_bucket{outcome=\"not_sent\",le="),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_sample_reads_counts_and_the_oldest_unknown_age() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = crate::sqlite::Ledger::open(&dir.path().join("l.db")).unwrap();
+        l.connection()
+            .execute_batch(
+                "INSERT INTO tx (guid, state, attempts, updated_at) VALUES \
+                 ('a', 'UNKNOWN', 1, datetime('now', '-3600 seconds')), \
+                 ('b', 'UNKNOWN', 1, datetime('now', '-60 seconds')), \
+                 ('c', 'DONE', 1, datetime('now'));",
+            )
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(Mutex::new(l));
+        let oldest = store.oldest_age_secs(State::Unknown).unwrap().unwrap();
+        assert!((3599.0..3700.0).contains(&oldest), "{oldest}");
+        assert_eq!(store.oldest_age_secs(State::Failed).unwrap(), None);
+        // The global gauges are shared with other tests: check the sample's own numbers.
+        metrics().sample(store.as_ref()).unwrap();
+        assert!(metrics().sampled_at.get() > 0.0);
+    }
+}
