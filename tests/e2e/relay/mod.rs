@@ -7,3 +7,4 @@ mod late_results;
 mod ledger_errors;
 mod limits;
 mod replies;
+mod tls;
