@@ -26,13 +26,14 @@ fn trusting(pki: &Pki, client: Option<&Pair>) -> TlsFiles {
     }
 }
 
-/// `--core-ca` (and `--core-cert`, `--core-key`) for the tools.
-fn flags<'a>(ca: &'a Path, client: Option<&'a Pair>) -> Vec<&'a str> {
-    let mut args = vec!["--core-ca", path(ca)];
+/// `args` and `--core-ca CA` (and `--core-cert`, `--core-key`): a tool's arguments.
+fn tls_args<'a>(args: &[&'a str], ca: &'a Path, client: Option<&'a Pair>) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend(["--core-ca", path(ca)]);
     if let Some(c) = client {
-        args.extend(["--core-cert", path(&c.cert), "--core-key", path(&c.key)]);
+        all.extend(["--core-cert", path(&c.cert), "--core-key", path(&c.key)]);
     }
-    args
+    all
 }
 
 /// A core behind TLS with a certificate for 127.0.0.1 signed by `pki`.
@@ -46,7 +47,7 @@ fn a_good_certificate_books_and_a_resend_is_replayed() {
     let core = https_core(&pki, None, &[]);
     assert!(core.url().starts_with("https://127.0.0.1:"));
     let db = TempLedger::new();
-    let relay = start_relay(&db, &core.url(), &flags(pki.ca(), None));
+    let relay = start_relay(&db, &core.url(), &tls_args(&[], pki.ca(), None));
     let m = msg("G-TLS-OK", 1500, "rent");
     let first = call(&relay.addr, &m);
     assert_code(&first, "0000");
@@ -65,7 +66,7 @@ fn an_unknown_ca_is_e902_and_once_fixed_a_resend_and_reprocess_book_once() {
     let other = Pki::new("a CA the core does not use");
     let core = https_core(&pki, None, &[]);
     let db = TempLedger::new();
-    let relay = start_relay(&db, &core.url(), &flags(other.ca(), None));
+    let relay = start_relay(&db, &core.url(), &tls_args(&[], other.ca(), None));
     let (m1, m2) = (msg("G-TLS-CA-1", 10, ""), msg("G-TLS-CA-2", 20, ""));
     for m in [&m1, &m2] {
         assert_eq!(call(&relay.addr, m), short(m, &E_NOT_SENT));
@@ -85,11 +86,7 @@ fn an_unknown_ca_is_e902_and_once_fixed_a_resend_and_reprocess_book_once() {
     let run = reprocess(
         &db,
         &core.url(),
-        &[
-            &["--max-attempts", "5", "--json"],
-            &flags(other.ca(), None)[..],
-        ]
-        .concat(),
+        &tls_args(&["--max-attempts", "5", "--json"], other.ca(), None),
     );
     run.expect_code(EXIT_LEFT);
     assert_eq!(core.total_bookings(), 0);
@@ -97,7 +94,7 @@ fn an_unknown_ca_is_e902_and_once_fixed_a_resend_and_reprocess_book_once() {
     drop(relay);
 
     // Fixed: the channel's resend goes through a relay with the right CA...
-    let relay = start_relay(&db, &core.url(), &flags(pki.ca(), None));
+    let relay = start_relay(&db, &core.url(), &tls_args(&[], pki.ca(), None));
     let reply = call(&relay.addr, &m1);
     assert_code(&reply, "0000");
     assert_eq!(reply, assert_done_as_booked(&db, &core, &m1));
@@ -105,11 +102,7 @@ fn an_unknown_ca_is_e902_and_once_fixed_a_resend_and_reprocess_book_once() {
     let run = reprocess(
         &db,
         &core.url(),
-        &[
-            &["--max-attempts", "5", "--json"],
-            &flags(pki.ca(), None)[..],
-        ]
-        .concat(),
+        &tls_args(&["--max-attempts", "5", "--json"], pki.ca(), None),
     );
     run.expect_code(EXIT_SETTLED);
     assert_counts(&run.json(), &[("sent", 1), ("done", 1)]);
@@ -128,7 +121,7 @@ fn a_certificate_for_another_name_is_e902() {
     let journal = pki.dir().join("journal");
     let core = Core::start_tls(&tls, &TlsFiles::default(), &["--journal", path(&journal)]);
     let db = TempLedger::new();
-    let relay = start_relay(&db, &core.url(), &flags(pki.ca(), None));
+    let relay = start_relay(&db, &core.url(), &tls_args(&[], pki.ca(), None));
     let m = msg("G-TLS-NAME", 10, "");
     assert_eq!(call(&relay.addr, &m), short(&m, &E_NOT_SENT));
     assert_failed_e902(&db, &m, 1);
@@ -185,12 +178,17 @@ fn a_client_certificate_required_and_missing_is_e901_under_tls13_and_nothing_is_
     let relay = start_relay(
         &db,
         &core.url(),
-        &[&flags(pki.ca(), None)[..], &["--late-reply-ms", "0"]].concat(),
+        &tls_args(&["--late-reply-ms", "0"], pki.ca(), None),
     );
     let m = msg("G-TLS-MTLS-MISSING", 10, "");
     assert_eq!(call(&relay.addr, &m), short(&m, &E_UNKNOWN));
     assert_eq!(db.state("G-TLS-MTLS-MISSING"), Some(State::Unknown));
     assert_eq!(core.total_bookings(), 0, "the core never read the request");
+    assert!(
+        relay.stderr().contains("outcome unknown: after connecting"),
+        "{}",
+        relay.stderr()
+    );
     drop(relay);
 
     // resolve without the certificate cannot ask: the row stays UNKNOWN.
@@ -198,7 +196,7 @@ fn a_client_certificate_required_and_missing_is_e901_under_tls13_and_nothing_is_
     let run = resolve(
         &db,
         &core.url(),
-        &[&["--min-age", "60"], &flags(pki.ca(), None)[..]].concat(),
+        &tls_args(&["--min-age", "60"], pki.ca(), None),
     );
     run.expect_code(EXIT_LEFT);
     assert_eq!(db.state("G-TLS-MTLS-MISSING"), Some(State::Unknown));
@@ -206,18 +204,14 @@ fn a_client_certificate_required_and_missing_is_e901_under_tls13_and_nothing_is_
     let run = resolve(
         &db,
         &core.url(),
-        &[&["--min-age", "60"], &flags(pki.ca(), Some(&client))[..]].concat(),
+        &tls_args(&["--min-age", "60"], pki.ca(), Some(&client)),
     );
     run.expect_code(EXIT_SETTLED);
     assert_failed_e902(&db, &m, 1);
     let run = reprocess(
         &db,
         &core.url(),
-        &[
-            &["--max-attempts", "5"],
-            &flags(pki.ca(), Some(&client))[..],
-        ]
-        .concat(),
+        &tls_args(&["--max-attempts", "5"], pki.ca(), Some(&client)),
     );
     run.expect_code(EXIT_SETTLED);
     assert_done_as_booked(&db, &core, &m);
@@ -236,7 +230,7 @@ fn a_client_certificate_required_and_missing_is_e902_under_tls12() {
         &["--client-ca", path(pki.ca()), "--tls12"],
     );
     let db = TempLedger::new();
-    let relay = start_relay(&db, &core.url(), &flags(pki.ca(), None));
+    let relay = start_relay(&db, &core.url(), &tls_args(&[], pki.ca(), None));
     let m = msg("G-TLS12-MISSING", 10, "");
     assert_eq!(call(&relay.addr, &m), short(&m, &E_NOT_SENT));
     assert_failed_e902(&db, &m, 1);
@@ -249,7 +243,7 @@ fn mutual_tls_with_a_good_client_certificate_books() {
     let client = pki.client("relay");
     let core = https_core(&pki, Some(&client), &["--client-ca", path(pki.ca())]);
     let db = TempLedger::new();
-    let relay = start_relay(&db, &core.url(), &flags(pki.ca(), Some(&client)));
+    let relay = start_relay(&db, &core.url(), &tls_args(&[], pki.ca(), Some(&client)));
     let m = msg("G-TLS-MTLS-OK", 1500, "rent");
     let reply = call(&relay.addr, &m);
     assert_code(&reply, "0000");
@@ -270,7 +264,7 @@ fn resolve_settles_over_https() {
     let run = resolve(
         &db,
         &core.url(),
-        &[&["--min-age", "60", "--json"], &flags(pki.ca(), None)[..]].concat(),
+        &tls_args(&["--min-age", "60", "--json"], pki.ca(), None),
     );
     run.expect_code(EXIT_SETTLED);
     assert_done_as_booked(&db, &core, &booked);
@@ -286,7 +280,7 @@ fn a_late_reply_over_tls_settles_the_row() {
     let relay = start_relay(
         &db,
         &core.url(),
-        &[&flags(pki.ca(), None)[..], &["--read-timeout-ms", "300"]].concat(),
+        &tls_args(&["--read-timeout-ms", "300"], pki.ca(), None),
     );
     let m = msg("G-TLS-LATE", 10, "SLOW");
     assert_eq!(call(&relay.addr, &m), short(&m, &E_UNKNOWN));
@@ -313,76 +307,40 @@ fn bad_tls_settings_stop_the_tools_at_start() {
             _ => vec!["--db", db.arg(), "--max-attempts", "3"],
         }
     };
+    let run = |tool: &str, more: &[&str]| Run::new(tool, &[&common(tool)[..], more].concat());
     for tool in ["relay", "resolve", "reprocess"] {
-        let run = Run::new(
-            tool,
-            &[
-                &common(tool)[..],
-                &["--core", https, "--core-ca", path(&missing)],
-            ]
-            .concat(),
-        );
-        run.expect_code(EXIT_FATAL);
+        let run_ = run(tool, &["--core", https, "--core-ca", path(&missing)]);
+        let err = run_.expect_code(EXIT_FATAL).stderr();
         assert!(
-            run.stderr().contains("--core-ca") && run.stderr().contains("missing.pem"),
-            "{}",
-            run.stderr()
+            err.contains("--core-ca") && err.contains("missing.pem"),
+            "{err}"
         );
-        assert_eq!(
-            run.stderr().trim_end().lines().count(),
-            1,
-            "{}",
-            run.stderr()
-        );
-        assert!(!run.stdout().contains("listening on"));
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(!run_.stdout().contains("listening on"));
 
-        let run = Run::new(
-            tool,
-            &[
-                &common(tool)[..],
-                &["--core", https, "--core-cert", path(&client.cert)],
-            ]
-            .concat(),
-        );
-        run.expect_code(EXIT_USAGE);
-        assert!(run.stderr().contains("--core-key"), "{}", run.stderr());
+        let run_ = run(tool, &["--core", https, "--core-cert", path(&client.cert)]);
+        let err = run_.expect_code(EXIT_USAGE).stderr();
+        assert!(err.contains("--core-key"), "{err}");
 
-        let run = Run::new(
-            tool,
-            &[
-                &common(tool)[..],
-                &["--core", "http://127.0.0.1:9", "--core-ca", path(pki.ca())],
-            ]
-            .concat(),
-        );
-        run.expect_code(EXIT_FATAL);
-        assert!(run.stderr().contains("https://"), "{}", run.stderr());
+        let http = "http://127.0.0.1:9";
+        let run_ = run(tool, &["--core", http, "--core-ca", path(pki.ca())]);
+        let err = run_.expect_code(EXIT_FATAL).stderr();
+        assert!(err.contains("https://"), "{err}");
     }
     // The environment twins, the same.
-    let env_run = Run::with_env(
-        "relay",
-        &common("relay"),
-        &[
-            ("RELAY_CORE", https),
-            ("RELAY_CORE_CERT", path(&client.cert)),
-        ],
-    );
-    env_run.expect_code(EXIT_USAGE);
-    let env_run = Run::with_env(
-        "resolve",
-        &common("resolve"),
-        &[("RESOLVE_CORE", https), ("RESOLVE_CORE_CA", path(&missing))],
-    );
-    env_run.expect_code(EXIT_FATAL);
-    let env_run = Run::with_env(
-        "reprocess",
-        &common("reprocess"),
-        &[
-            ("REPROCESS_CORE", https),
-            ("REPROCESS_CORE_KEY", path(&client.key)),
-        ],
-    );
-    env_run.expect_code(EXIT_USAGE);
+    for (tool, var, file, code) in [
+        ("relay", "RELAY_CORE_CERT", &client.cert, EXIT_USAGE),
+        ("resolve", "RESOLVE_CORE_CA", &missing, EXIT_FATAL),
+        ("reprocess", "REPROCESS_CORE_KEY", &client.key, EXIT_USAGE),
+    ] {
+        let core_var = format!("{}_CORE", tool.to_uppercase());
+        Run::with_env(
+            tool,
+            &common(tool),
+            &[(&*core_var, https), (var, path(file))],
+        )
+        .expect_code(code);
+    }
     assert_eq!(
         db.state("G-TLS-BAD"),
         Some(State::Failed),
