@@ -25,6 +25,11 @@ Environment:
                             [default: 127.0.0.1:9200]
   RELAY_CORE                base URL of the core (falls back to CORE_URL)
                             [default: http://127.0.0.1:9201]
+  RELAY_CORE_CA             for an https:// core: CA certificates (PEM) to trust
+                            instead of the system's roots
+  RELAY_CORE_CERT, RELAY_CORE_KEY
+                            for an https:// core: client certificate and key (PEM)
+                            for mutual TLS; both or neither
   RELAY_CONNECT_TIMEOUT_MS  connecting to the core; expiry = E902/FAILED  [default: 1000]
   RELAY_READ_TIMEOUT_MS     each later phase of a core call; expiry = E901/UNKNOWN
                             [default: 5000]
@@ -77,14 +82,15 @@ require_int RELAY_MAX_CONNECTIONS_PER_PEER "$RELAY_MAX_CONNECTIONS_PER_PEER" 1
 if [[ $RELAY_LISTEN != *:* ]]; then
     die "$EXIT_CONFIG" "RELAY_LISTEN must be HOST:PORT, got '$RELAY_LISTEN'"
 fi
-if [[ $RELAY_CORE != http://* ]]; then
-    die "$EXIT_CONFIG" "RELAY_CORE must be an http:// URL, got '$RELAY_CORE'"
+if [[ $RELAY_CORE != http://* && $RELAY_CORE != https://* ]]; then
+    die "$EXIT_CONFIG" "RELAY_CORE must be an http:// or https:// URL, got '$RELAY_CORE'"
 fi
+pass_through RELAY_CORE_CA RELAY_CORE_CERT RELAY_CORE_KEY
 export RELAY_DB RELAY_LISTEN RELAY_CORE RELAY_CONNECT_TIMEOUT_MS RELAY_READ_TIMEOUT_MS \
     RELAY_FRAME_TIMEOUT_MS RELAY_IDLE_TIMEOUT_SECS RELAY_MAX_CONNECTIONS \
     RELAY_MAX_CONNECTIONS_PER_PEER
 export RUST_LOG=${RUST_LOG:-info}
 
 BIN=$(need_bin relay)
-log "exec $BIN: db $RELAY_DB, listen $RELAY_LISTEN, core $RELAY_CORE, connect-timeout ${RELAY_CONNECT_TIMEOUT_MS}ms, read-timeout ${RELAY_READ_TIMEOUT_MS}ms, frame-timeout ${RELAY_FRAME_TIMEOUT_MS}ms, idle-timeout ${RELAY_IDLE_TIMEOUT_SECS}s, max-connections $RELAY_MAX_CONNECTIONS, max-connections-per-peer $RELAY_MAX_CONNECTIONS_PER_PEER, RUST_LOG=$RUST_LOG${*:+, args: $*}"
+log "exec $BIN: db $RELAY_DB, listen $RELAY_LISTEN, core $RELAY_CORE, connect-timeout ${RELAY_CONNECT_TIMEOUT_MS}ms, read-timeout ${RELAY_READ_TIMEOUT_MS}ms, frame-timeout ${RELAY_FRAME_TIMEOUT_MS}ms, idle-timeout ${RELAY_IDLE_TIMEOUT_SECS}s, max-connections $RELAY_MAX_CONNECTIONS, max-connections-per-peer $RELAY_MAX_CONNECTIONS_PER_PEER${RELAY_CORE_CA:+, core-ca $RELAY_CORE_CA}${RELAY_CORE_CERT:+, core-cert $RELAY_CORE_CERT}, RUST_LOG=$RUST_LOG${*:+, args: $*}"
 exec "$BIN" "$@"

@@ -21,6 +21,11 @@ if wants_help "$@"; then
                        the tool's --connect-timeout-ms and --read-timeout-ms, passed
                        through from the environment unchanged
                        [default: the tool's, 1000 and 5000]
+  REPROCESS_CORE_CA, REPROCESS_CORE_CERT, REPROCESS_CORE_KEY
+                       for an https:// core: the tool's --core-ca (trusted CA
+                       certificates, PEM; default: the system's roots) and
+                       --core-cert/--core-key (client certificate for mutual TLS),
+                       passed through unchanged
 "
     exit 0
 fi
@@ -32,7 +37,8 @@ REPROCESS_LIMIT=${REPROCESS_LIMIT:-}
 require_int REPROCESS_MAX_ATTEMPTS "$REPROCESS_MAX_ATTEMPTS" 1
 [[ -z $REPROCESS_LIMIT ]] || require_int REPROCESS_LIMIT "$REPROCESS_LIMIT" 0
 export REPROCESS_MAX_ATTEMPTS
-pass_through REPROCESS_LIMIT REPROCESS_CONNECT_TIMEOUT_MS REPROCESS_READ_TIMEOUT_MS
+pass_through REPROCESS_LIMIT REPROCESS_CONNECT_TIMEOUT_MS REPROCESS_READ_TIMEOUT_MS \
+    REPROCESS_CORE_CA REPROCESS_CORE_CERT REPROCESS_CORE_KEY
 
 BIN=$(need_bin reprocess)
 

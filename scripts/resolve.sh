@@ -22,6 +22,11 @@ if wants_help "$@"; then
                        the tool's --connect-timeout-ms and --read-timeout-ms, passed
                        through from the environment unchanged
                        [default: the tool's, 1000 and 5000]
+  RESOLVE_CORE_CA, RESOLVE_CORE_CERT, RESOLVE_CORE_KEY
+                       for an https:// core: the tool's --core-ca (trusted CA
+                       certificates, PEM; default: the system's roots) and
+                       --core-cert/--core-key (client certificate for mutual TLS),
+                       passed through unchanged
   RESOLVE_STALE_SENT   IGNORED, with a warning: SENT rows (left by a relay that died)
                        are settled only when asked on the command line, with
                        --stale-sent SECS as an argument of this script, e.g.
@@ -43,7 +48,8 @@ tool_setting RESOLVE_CORE CORE_URL http://127.0.0.1:9201
 RESOLVE_MIN_AGE=${RESOLVE_MIN_AGE:-300}
 require_int RESOLVE_MIN_AGE "$RESOLVE_MIN_AGE" 0
 export RESOLVE_MIN_AGE
-pass_through RESOLVE_CONNECT_TIMEOUT_MS RESOLVE_READ_TIMEOUT_MS
+pass_through RESOLVE_CONNECT_TIMEOUT_MS RESOLVE_READ_TIMEOUT_MS \
+    RESOLVE_CORE_CA RESOLVE_CORE_CERT RESOLVE_CORE_KEY
 
 BIN=$(need_bin resolve)
 

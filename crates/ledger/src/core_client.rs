@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use ureq::Error;
 use ureq::http::Uri;
 
+use crate::core_tls::{self, TlsFiles};
 use crate::late::{self, LateCall};
 use crate::pre_send::{self, MarkingConnector, MarkingResolver};
 use crate::wire::{self, BOOKING_BODY_LEN, Code, TX_TRNF, Transfer};
@@ -46,7 +47,7 @@ pub enum Inquiry {
     Error(String),
 }
 
-/// The core's URL was not usable.
+/// The core's URL, or its TLS settings, were not usable: one line for the operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadCoreUrl(pub String);
 
@@ -103,23 +104,37 @@ pub struct CoreClient {
 }
 
 impl CoreClient {
-    /// `connect` bounds the name lookup and establishing the connection; `read` bounds each
-    /// later phase (sending, waiting for the answer, reading its body); and the whole call,
-    /// from lookup to the last byte, is bounded by `connect + read` (its `deadline`), so that
-    /// how long a send can be in flight is a number the other tools can rely on. Which phase
-    /// failed is known from where the error came from (`pre_send`), not from the timeout.
+    /// `connect` bounds the name lookup and establishing the connection (for `https://`, the
+    /// TLS handshake too); `read` bounds each later phase (sending, waiting for the answer,
+    /// reading its body); and the whole call, from lookup to the last byte, is bounded by
+    /// `connect + read` (its `deadline`), so that how long a send can be in flight is a
+    /// number the other tools can rely on. Which phase failed is known from where the error
+    /// came from (`pre_send`), not from the timeout. An `https://` core is checked against
+    /// the system's roots; see [`CoreClient::with_tls`] for other settings.
     pub fn new(
         base_url: &str,
         connect: Duration,
         read: Duration,
     ) -> Result<CoreClient, BadCoreUrl> {
-        Self::with_connector(base_url, connect, read, MarkingConnector::default())
+        Self::with_tls(base_url, connect, read, &TlsFiles::default())
+    }
+
+    /// As [`CoreClient::new`], with the TLS settings `tls` (`--core-ca`, `--core-cert`,
+    /// `--core-key`) for an `https://` core; their files are read and checked here.
+    pub fn with_tls(
+        base_url: &str,
+        connect: Duration,
+        read: Duration,
+        tls: &TlsFiles,
+    ) -> Result<CoreClient, BadCoreUrl> {
+        Self::with_connector(base_url, connect, read, tls, MarkingConnector::default())
     }
 
     fn with_connector<C>(
         base_url: &str,
         connect: Duration,
         read: Duration,
+        tls: &TlsFiles,
         connector: MarkingConnector<C>,
     ) -> Result<CoreClient, BadCoreUrl>
     where
@@ -127,15 +142,26 @@ impl CoreClient {
     {
         let bad = |why: &str| BadCoreUrl(format!("core URL {base_url:?}: {why}"));
         let uri: Uri = base_url.parse().map_err(|e| bad(&format!("{e}")))?;
-        if uri.scheme_str() != Some("http") {
-            return Err(bad("only http:// is supported"));
-        }
-        if uri.host().is_none_or(str::is_empty) {
-            return Err(bad("no host"));
-        }
+        let host = match uri.host() {
+            Some(h) if !h.is_empty() => h,
+            _ => return Err(bad("no host")),
+        };
         if uri.query().is_some() {
             return Err(bad("a query string is not allowed"));
         }
+        let tls_config = match uri.scheme_str() {
+            Some("http") if tls.is_empty() => None,
+            Some("http") => {
+                return Err(bad(
+                    "--core-ca, --core-cert and --core-key are for an https:// core, not an http:// one",
+                ));
+            }
+            Some("https") => Some(
+                core_tls::load(tls, host)
+                    .map_err(|why| BadCoreUrl(format!("TLS to the core: {why}")))?,
+            ),
+            _ => return Err(bad("only http:// and https:// are supported")),
+        };
         let deadline = connect + read;
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(deadline))
@@ -156,6 +182,7 @@ impl CoreClient {
             .max_idle_connections(MAX_IDLE)
             .max_idle_connections_per_host(MAX_IDLE)
             .max_idle_age(MAX_IDLE_AGE)
+            .tls_config(tls_config.unwrap_or_default())
             .build();
         Ok(CoreClient {
             agent: ureq::Agent::with_parts(config, connector, MarkingResolver::default()),
@@ -321,7 +348,7 @@ mod tests {
     }
 
     /// Reads one HTTP request (headers and a Content-Length body) and returns it.
-    fn read_request(s: &mut TcpStream) -> String {
+    fn read_request(s: &mut impl Read) -> String {
         let mut buf = Vec::new();
         let mut byte = [0u8; 1];
         while !buf.ends_with(b"\r\n\r\n") {
@@ -575,6 +602,7 @@ mod tests {
             "http://127.0.0.1:9",
             Duration::from_millis(500),
             Duration::from_millis(500),
+            &TlsFiles::default(),
             MarkingConnector(OutOfDescriptors),
         )
         .unwrap();
@@ -623,10 +651,247 @@ mod tests {
 
     #[test]
     fn bad_urls_are_refused() {
-        for u in ["https://x:1", "x:1", "http://", "http://h:1/?q=1"] {
+        for u in ["ftp://x:1", "x:1", "http://", "http://h:1/?q=1", "https://"] {
             assert!(
                 CoreClient::new(u, Duration::from_secs(1), Duration::from_secs(1)).is_err(),
                 "{u}"
+            );
+        }
+    }
+
+    /// TLS to the core: a handshake that fails is "not sent", anything after it is not.
+    mod tls {
+        use std::path::Path;
+        use std::sync::Arc;
+        use std::sync::mpsc;
+
+        use rustls::{ServerConfig, ServerConnection, StreamOwned};
+        use testkit::pki::{Pair, Pki};
+        use testkit::tls::{Versions, server_config};
+
+        use super::*;
+
+        /// Serves one TLS connection: reads a request and answers it with `raw`. Returns the
+        /// URL and what the server read of the request ("" if the handshake failed).
+        fn serve_tls(
+            config: Arc<ServerConfig>,
+            raw: &'static str,
+        ) -> (String, mpsc::Receiver<String>) {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let url = format!("https://{}", l.local_addr().unwrap());
+            let (tx, rx) = mpsc::channel();
+            thread::spawn(move || {
+                let (s, _) = l.accept().unwrap();
+                let mut tls = StreamOwned::new(ServerConnection::new(config).unwrap(), s);
+                let req = read_request(&mut tls);
+                if !req.is_empty() {
+                    let _ = tls.write_all(raw.as_bytes());
+                    let _ = tls.flush();
+                }
+                tx.send(req).unwrap();
+            });
+            (url, rx)
+        }
+
+        fn config(
+            server: &Pair,
+            client_ca: Option<&Path>,
+            versions: Versions,
+        ) -> Arc<ServerConfig> {
+            server_config(&server.cert, &server.key, client_ca, versions).unwrap()
+        }
+
+        fn files(ca: &Path, client: Option<&Pair>) -> TlsFiles {
+            TlsFiles {
+                ca: Some(ca.to_path_buf()),
+                cert: client.map(|c| c.cert.clone()),
+                key: client.map(|c| c.key.clone()),
+            }
+        }
+
+        fn post(url: &str, tls: &TlsFiles) -> Outcome {
+            let read = Duration::from_millis(2000);
+            CoreClient::with_tls(url, Duration::from_millis(2000), read, tls)
+                .unwrap()
+                .post_transfer(&transfer())
+        }
+
+        fn booked() -> Outcome {
+            Outcome::Booked(*b"C00000000000000001000000000150020261202093012")
+        }
+
+        #[test]
+        fn a_good_certificate_books() {
+            let pki = Pki::new("core CA");
+            let server = pki.server(&["127.0.0.1"]);
+            let (url, seen) = serve_tls(
+                config(&server, None, Versions::Both),
+                json_response("200 OK", BOOKING),
+            );
+            assert_eq!(post(&url, &files(pki.ca(), None)), booked());
+            assert!(
+                seen.recv()
+                    .unwrap()
+                    .starts_with("POST /v1/transfers HTTP/1.1\r\n")
+            );
+        }
+
+        #[test]
+        fn an_unknown_ca_or_another_name_is_not_sent() {
+            let pki = Pki::new("core CA");
+            let other = Pki::new("another CA");
+            for (server, ca) in [
+                (pki.server(&["127.0.0.1"]), other.ca()),
+                (pki.server(&["core.elsewhere.example"]), pki.ca()),
+            ] {
+                let (url, seen) = serve_tls(
+                    config(&server, None, Versions::Both),
+                    json_response("200 OK", BOOKING),
+                );
+                let o = post(&url, &files(ca, None));
+                assert!(
+                    matches!(&o, Outcome::NotSent(why) if why.contains("certificate")),
+                    "{o:?}"
+                );
+                assert_eq!(seen.recv().unwrap(), "", "the server read no request");
+            }
+        }
+
+        /// A server that takes the connection but never answers the ClientHello: the
+        /// handshake runs out of the connect timeout, before any request byte.
+        #[test]
+        fn a_handshake_that_never_completes_is_not_sent() {
+            let pki = Pki::new("core CA");
+            let (tx, rx) = mpsc::channel::<()>();
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let url = format!("https://{}", l.local_addr().unwrap());
+            thread::spawn(move || {
+                let (_s, _) = l.accept().unwrap();
+                let _ = rx.recv(); // hold the connection open until the test ends
+            });
+            let connect = Duration::from_millis(300);
+            let c = CoreClient::with_tls(
+                &url,
+                connect,
+                Duration::from_secs(5),
+                &files(pki.ca(), None),
+            );
+            let started = std::time::Instant::now();
+            let o = c.unwrap().post_transfer(&transfer());
+            drop(tx);
+            assert!(matches!(o, Outcome::NotSent(_)), "{o:?}");
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{:?}",
+                started.elapsed()
+            );
+        }
+
+        #[test]
+        fn mutual_tls_with_a_good_client_certificate_books() {
+            let pki = Pki::new("core CA");
+            let server = pki.server(&["127.0.0.1"]);
+            let client = pki.client("relay");
+            for versions in [Versions::Both, Versions::Tls12] {
+                let (url, _) = serve_tls(
+                    config(&server, Some(pki.ca()), versions),
+                    json_response("200 OK", BOOKING),
+                );
+                assert_eq!(post(&url, &files(pki.ca(), Some(&client))), booked());
+            }
+        }
+
+        /// TLS 1.3: the client has finished its side of the handshake, and sent the request,
+        /// before the server says it wants a client certificate it did not get: unknown, by
+        /// the rule (the server did not read it, but the client cannot know that). TLS 1.2:
+        /// the server says so within the handshake: not sent.
+        #[test]
+        fn a_missing_client_certificate_is_unknown_under_tls13_and_not_sent_under_tls12() {
+            let pki = Pki::new("core CA");
+            let server = pki.server(&["127.0.0.1"]);
+            let strangers = Pki::new("a CA the core does not know");
+            let stranger = strangers.client("relay");
+            for client in [None, Some(&stranger)] {
+                let (url, seen) = serve_tls(
+                    config(&server, Some(pki.ca()), Versions::Both),
+                    json_response("200 OK", BOOKING),
+                );
+                let o = post(&url, &files(pki.ca(), client));
+                assert!(is_unknown(&o), "TLS 1.3, client {client:?}: {o:?}");
+                assert_eq!(seen.recv().unwrap(), "", "the server read no request");
+
+                let (url, seen) = serve_tls(
+                    config(&server, Some(pki.ca()), Versions::Tls12),
+                    json_response("200 OK", BOOKING),
+                );
+                let o = post(&url, &files(pki.ca(), client));
+                assert!(
+                    matches!(o, Outcome::NotSent(_)),
+                    "TLS 1.2, client {client:?}: {o:?}"
+                );
+                assert_eq!(seen.recv().unwrap(), "", "the server read no request");
+            }
+        }
+
+        fn refused(url: &str, tls: &TlsFiles) -> String {
+            match CoreClient::with_tls(url, Duration::from_secs(1), Duration::from_secs(1), tls) {
+                Ok(_) => panic!("{url} with {tls:?} was taken"),
+                Err(e) => e.0,
+            }
+        }
+
+        #[test]
+        fn bad_settings_are_refused_at_start_with_one_line() {
+            let pki = Pki::new("core CA");
+            let client = pki.client("relay");
+            let others = Pki::new("another CA");
+            let other = others.client("relay");
+            let garbage = pki.dir().join("garbage.pem");
+            std::fs::write(&garbage, "not a certificate\n").unwrap();
+            let missing = pki.dir().join("missing.pem");
+            let https = "https://127.0.0.1:9";
+            let with = |ca: &Path, cert: Option<&Path>, key: Option<&Path>| TlsFiles {
+                ca: Some(ca.to_path_buf()),
+                cert: cert.map(Path::to_path_buf),
+                key: key.map(Path::to_path_buf),
+            };
+            for (tls, says) in [
+                (with(&missing, None, None), "--core-ca"),
+                (with(&garbage, None, None), "no PEM certificate"),
+                (with(&client.key, None, None), "no PEM certificate"),
+                (with(pki.ca(), Some(&client.cert), None), "both or neither"),
+                (
+                    with(pki.ca(), Some(&client.cert), Some(&missing)),
+                    "--core-key",
+                ),
+                (
+                    with(pki.ca(), Some(&client.cert), Some(&garbage)),
+                    "--core-key",
+                ),
+                (
+                    with(pki.ca(), Some(&garbage), Some(&client.key)),
+                    "--core-cert",
+                ),
+                // A key that is not the certificate's: found now, not at the first call.
+                (
+                    with(pki.ca(), Some(&client.cert), Some(&other.key)),
+                    "--core-cert",
+                ),
+            ] {
+                let e = refused(https, &tls);
+                assert!(e.contains(says), "{tls:?}: {e}");
+                assert_eq!(e.lines().count(), 1, "{e}");
+            }
+            let e = refused("http://127.0.0.1:9", &with(pki.ca(), None, None));
+            assert!(e.contains("https://"), "{e}");
+            assert!(
+                CoreClient::with_tls(
+                    https,
+                    Duration::from_secs(1),
+                    Duration::from_secs(1),
+                    &with(pki.ca(), Some(&client.cert), Some(&client.key))
+                )
+                .is_ok()
             );
         }
     }

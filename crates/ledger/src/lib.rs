@@ -2,13 +2,14 @@
 //! its two implementations, SQLite (`sqlite`, with the relay's group commit in
 //! `group_commit`) and PostgreSQL (`postgres`), chosen by `--db` (`db`); the channel wire
 //! format (`wire`), the core client and its failure classification (`core_client`,
-//! `pre_send`), the handling of one transfer (`transfer`), the TCP server (`server`), its
-//! metrics and admin port (`metrics`, `admin`) and the batch tools (`batch`). The binaries
-//! only parse flags and call into this crate.
+//! `core_tls`, `pre_send`), the handling of one transfer (`transfer`), the TCP server
+//! (`server`), its metrics and admin port (`metrics`, `admin`) and the batch tools (`batch`).
+//! The binaries only parse flags and call into this crate.
 
 pub mod admin;
 pub mod batch;
 pub mod core_client;
+pub mod core_tls;
 pub mod db;
 pub mod error;
 pub mod group_commit;

@@ -8,6 +8,14 @@
 //! every error they return is marked [`PreSend`], and the classification looks for the mark.
 //! A connection taken from ureq's keep-alive pool never passes through them, so a failure on
 //! it is never marked.
+//!
+//! For `https://` the connector chain is TCP, then ureq's rustls connector, which runs the
+//! whole TLS handshake (`complete_io`) before it returns the connection: a certificate the
+//! relay does not trust, a name it does not match, a handshake the server aborts or that
+//! times out are all connector errors, marked, and the request was never written. What the
+//! server decides after the client's side of the handshake is over comes on the first read,
+//! after the request was written, and is not marked: under TLS 1.3 that is where a server
+//! that refuses (or requires and did not get) the relay's client certificate says so.
 
 use std::fmt;
 use std::io;
@@ -90,7 +98,8 @@ fn literal(uri: &Uri) -> Option<SocketAddr> {
 }
 
 /// ureq's connector chain (TCP, then TLS for https), with errors marked: a socket that
-/// cannot be created, a refused or timed-out connect, a failed TLS handshake.
+/// cannot be created, a refused or timed-out connect, a failed TLS handshake (from the
+/// client's side: see the module's note on TLS 1.3 client certificates).
 #[derive(Debug)]
 pub struct MarkingConnector<C = DefaultConnector>(pub C);
 

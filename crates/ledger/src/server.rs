@@ -17,6 +17,7 @@ use log::{info, warn};
 
 use crate::admin::Admin;
 use crate::core_client::{self, BadCoreUrl, CoreClient};
+use crate::core_tls::TlsFiles;
 use crate::db::{self, Access, Db};
 use crate::error::LedgerError;
 use crate::group_commit;
@@ -33,6 +34,8 @@ const CONNECTION_STACK: usize = 256 * 1024;
 pub struct Config {
     pub listen: String,
     pub core_url: String,
+    /// `--core-ca`, `--core-cert`, `--core-key` (for an https:// core).
+    pub core_tls: TlsFiles,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub frame_timeout: Duration,
@@ -175,10 +178,11 @@ impl Relay {
         let store = db
             .open(Access::Relay, "relay")
             .map_err(StartError::Ledger)?;
-        let core = CoreClient::new(
+        let core = CoreClient::with_tls(
             &config.core_url,
             config.connect_timeout,
             config.read_timeout,
+            &config.core_tls,
         )
         .map_err(StartError::Core)?;
         let listener = TcpListener::bind(&config.listen).map_err(|source| StartError::Bind {
@@ -591,6 +595,7 @@ mod tests {
         let config = Config {
             listen: "127.0.0.1:0".into(),
             core_url: "http://127.0.0.1:9".into(),
+            core_tls: TlsFiles::default(),
             connect_timeout: Duration::from_millis(100),
             read_timeout: Duration::from_millis(100),
             frame_timeout: Duration::from_secs(1),

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::thread;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
+use ledger::core_tls::TlsFiles;
 use ledger::server::{Config, Relay};
 use ledger::transfer::{MAX_CORE_DEADLINE, STALE_SENT_FLOOR};
 use log::info;
@@ -28,6 +30,17 @@ struct Args {
     /// Base URL of the core banking system.
     #[arg(long, env = "RELAY_CORE", default_value = "http://127.0.0.1:9201")]
     core: String,
+    /// For an https:// core: trust the certificates in this PEM file instead of the system's
+    /// root certificates.
+    #[arg(long, env = "RELAY_CORE_CA")]
+    core_ca: Option<PathBuf>,
+    /// For an https:// core: show this client certificate (PEM, leaf first) for mutual TLS;
+    /// with --core-key.
+    #[arg(long, env = "RELAY_CORE_CERT", requires = "core_key")]
+    core_cert: Option<PathBuf>,
+    /// The private key (PEM) of --core-cert.
+    #[arg(long, env = "RELAY_CORE_KEY", requires = "core_cert")]
+    core_key: Option<PathBuf>,
     /// Time allowed to establish the connection to the core; on expiry: E902/FAILED.
     #[arg(long, env = "RELAY_CONNECT_TIMEOUT_MS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -103,6 +116,11 @@ fn run(args: Args) -> anyhow::Result<u8> {
     let config = Config {
         listen: args.listen,
         core_url: args.core,
+        core_tls: TlsFiles {
+            ca: args.core_ca,
+            cert: args.core_cert,
+            key: args.core_key,
+        },
         connect_timeout: Duration::from_millis(args.connect_timeout_ms),
         read_timeout: Duration::from_millis(args.read_timeout_ms),
         frame_timeout: Duration::from_millis(args.frame_timeout_ms),

@@ -1,5 +1,6 @@
 //! `reprocess`: resends only what the ledger proves never left the relay, with the same GUID.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use cli::{DryRun, print_report};
 use ledger::Access;
 use ledger::batch;
 use ledger::core_client::CoreClient;
+use ledger::core_tls::TlsFiles;
 
 /// Resends FAILED rows with rsp_code E902 and fewer than --max-attempts attempts.
 #[derive(Parser, Debug)]
@@ -20,6 +22,17 @@ struct Args {
     /// Base URL of the core banking system.
     #[arg(long, env = "REPROCESS_CORE", default_value = "http://127.0.0.1:9201")]
     core: String,
+    /// For an https:// core: trust the certificates in this PEM file instead of the system's
+    /// root certificates.
+    #[arg(long, env = "REPROCESS_CORE_CA")]
+    core_ca: Option<PathBuf>,
+    /// For an https:// core: show this client certificate (PEM, leaf first) for mutual TLS;
+    /// with --core-key.
+    #[arg(long, env = "REPROCESS_CORE_CERT", requires = "core_key")]
+    core_cert: Option<PathBuf>,
+    /// The private key (PEM) of --core-cert.
+    #[arg(long, env = "REPROCESS_CORE_KEY", requires = "core_cert")]
+    core_key: Option<PathBuf>,
     /// Only rows with fewer attempts than this.
     #[arg(long, env = "REPROCESS_MAX_ATTEMPTS",
           value_parser = clap::value_parser!(i64).range(1..))]
@@ -63,10 +76,15 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
     let db = cli::db_arg::<Args>(&args.db);
     let ledger = db.open(Access::Tool, "reprocess")?;
     // Checked even for --dry-run, so that a dry run also proves the settings.
-    let core = CoreClient::new(
+    let core = CoreClient::with_tls(
         &args.core,
         Duration::from_millis(args.connect_timeout_ms),
         Duration::from_millis(args.read_timeout_ms),
+        &TlsFiles {
+            ca: args.core_ca,
+            cert: args.core_cert,
+            key: args.core_key,
+        },
     )?;
     if args.dry_run {
         let rows = ledger.select_resendable(args.max_attempts, args.limit)?;

@@ -1,5 +1,6 @@
 //! `resolve`: settles transfers whose outcome is unknown by asking the core. Never POSTs.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use cli::{DryRun, EXIT_FATAL, EXIT_LEFT, print_report};
 use ledger::Access;
 use ledger::batch::{self, ResolveError};
 use ledger::core_client::CoreClient;
+use ledger::core_tls::TlsFiles;
 use ledger::transfer::STALE_SENT_FLOOR;
 use log::Level;
 
@@ -38,6 +40,17 @@ struct Args {
     /// Base URL of the core banking system.
     #[arg(long, env = "RESOLVE_CORE", default_value = "http://127.0.0.1:9201")]
     core: String,
+    /// For an https:// core: trust the certificates in this PEM file instead of the system's
+    /// root certificates.
+    #[arg(long, env = "RESOLVE_CORE_CA")]
+    core_ca: Option<PathBuf>,
+    /// For an https:// core: show this client certificate (PEM, leaf first) for mutual TLS;
+    /// with --core-key.
+    #[arg(long, env = "RESOLVE_CORE_CERT", requires = "core_key")]
+    core_cert: Option<PathBuf>,
+    /// The private key (PEM) of --core-cert.
+    #[arg(long, env = "RESOLVE_CORE_KEY", requires = "core_cert")]
+    core_key: Option<PathBuf>,
     /// Only rows unchanged for at least this many seconds; must exceed the core's longest
     /// processing time, or a 404 from a core still at work would mark a booking FAILED.
     #[arg(long, env = "RESOLVE_MIN_AGE")]
@@ -100,10 +113,15 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
     let db = cli::db_arg::<Args>(&args.db);
     let ledger = db.open(Access::Tool, "resolve")?;
     // Checked even for --dry-run, so that a dry run also proves the settings.
-    let core = CoreClient::new(
+    let core = CoreClient::with_tls(
         &args.core,
         Duration::from_millis(args.connect_timeout_ms),
         Duration::from_millis(args.read_timeout_ms),
+        &TlsFiles {
+            ca: args.core_ca,
+            cert: args.core_cert,
+            key: args.core_key,
+        },
     )?;
     if args.dry_run {
         let rows = batch::resolve_candidates(ledger.as_ref(), args.min_age, args.stale_sent)?;

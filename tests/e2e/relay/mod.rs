@@ -9,3 +9,4 @@ mod ledger_errors;
 mod limits;
 mod metrics;
 mod replies;
+pub(crate) mod tls;

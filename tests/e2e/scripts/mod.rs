@@ -6,4 +6,5 @@
 mod locks;
 mod runs;
 mod settings;
+mod tls;
 mod wrappers;

@@ -43,6 +43,15 @@ const SETTINGS: &[&str] = &[
     "RESOLVE_READ_TIMEOUT_MS",
     "REPROCESS_CONNECT_TIMEOUT_MS",
     "REPROCESS_READ_TIMEOUT_MS",
+    "RELAY_CORE_CA",
+    "RELAY_CORE_CERT",
+    "RELAY_CORE_KEY",
+    "RESOLVE_CORE_CA",
+    "RESOLVE_CORE_CERT",
+    "RESOLVE_CORE_KEY",
+    "REPROCESS_CORE_CA",
+    "REPROCESS_CORE_CERT",
+    "REPROCESS_CORE_KEY",
 ];
 
 /// `bash scripts/<name> <args>` with a clean environment plus `env` (and `RELAY_BIN_DIR`

@@ -6,8 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use ledger::core_tls::TlsFiles;
 use serde_json::Value;
 use testkit::CoreHttp;
+use testkit::pki::Pair;
 
 use super::messages::guid_of;
 use super::process::Server;
@@ -15,6 +17,8 @@ use super::process::Server;
 /// A running core simulator, killed on drop.
 pub struct Core {
     pub server: Server,
+    /// `http` or `https`.
+    scheme: &'static str,
     http: CoreHttp,
 }
 
@@ -32,11 +36,42 @@ impl Core {
     fn listening_on(listen: &str, extra: &[&str]) -> Core {
         let server = Server::spawn("coresim", &[&["--listen", listen], extra].concat());
         let http = CoreHttp::new(&server.url(), Duration::from_secs(30));
-        Core { server, http }
+        Core {
+            server,
+            scheme: "http",
+            http,
+        }
+    }
+
+    /// A simulator serving HTTPS on a free port with the certificate `tls` (`extra`: e.g.
+    /// `--client-ca FILE`), at `https://127.0.0.1:PORT`; the test's own requests to it
+    /// (`/_stats`, inquiries) are checked against, and show, `client` (`--core-ca` etc.).
+    pub fn start_tls(tls: &Pair, client: &TlsFiles, extra: &[&str]) -> Core {
+        let cert = tls.cert.to_str().expect("a UTF-8 path");
+        let key = tls.key.to_str().expect("a UTF-8 path");
+        let args = [
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--tls-cert",
+                cert,
+                "--tls-key",
+                key,
+            ],
+            extra,
+        ];
+        let server = Server::spawn("coresim", &args.concat());
+        let url = format!("https://{}", server.addr);
+        let http = CoreHttp::with_tls(&url, Duration::from_secs(30), client);
+        Core {
+            server,
+            scheme: "https",
+            http,
+        }
     }
 
     pub fn url(&self) -> String {
-        self.server.url()
+        format!("{}://{}", self.scheme, self.server.addr)
     }
 
     /// `/_stats`: `{"bookings":N,"by_guid":{…},"inquiries":M}`.

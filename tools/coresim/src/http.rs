@@ -7,11 +7,17 @@
 //! the core alive this showed as requests stalled for seconds (read timeouts, so UNKNOWNs)
 //! and capped the benchmark's ceiling. Here every connection has its own thread, a SLOW
 //! request holds up only its own connection, and DROP is a plain socket shutdown.
+//!
+//! With a TLS configuration (`--tls-cert`, `--tls-key`, `--client-ca`) every connection is
+//! TLS (rustls), its handshake done in the connection's own thread on its first read; a
+//! handshake that fails ends that connection before any request is read.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread;
+
+use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use std::time::Duration;
 
 use log::{debug, warn};
@@ -25,8 +31,29 @@ const MAX_BODY: usize = 64 * 1024;
 const IDLE: Duration = Duration::from_secs(120);
 const STACK: usize = 256 * 1024;
 
-/// Accepts for ever, a thread per connection.
-pub fn serve(listener: TcpListener, core: Arc<Core>) -> io::Result<()> {
+/// A connection's bytes: plain TCP, or TLS over it.
+trait Stream: Read + Write {
+    fn tcp(&self) -> &TcpStream;
+}
+
+impl Stream for TcpStream {
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+}
+
+impl Stream for StreamOwned<ServerConnection, TcpStream> {
+    fn tcp(&self) -> &TcpStream {
+        &self.sock
+    }
+}
+
+/// Accepts for ever, a thread per connection; TLS on every connection with `tls`.
+pub fn serve(
+    listener: TcpListener,
+    core: Arc<Core>,
+    tls: Option<Arc<ServerConfig>>,
+) -> io::Result<()> {
     for stream in listener.incoming() {
         let stream = match stream {
             Ok(s) => s,
@@ -38,11 +65,12 @@ pub fn serve(listener: TcpListener, core: Arc<Core>) -> io::Result<()> {
             }
         };
         let core = Arc::clone(&core);
+        let tls = tls.clone();
         let spawned = thread::Builder::new()
             .name("http".into())
             .stack_size(STACK)
             .spawn(move || {
-                if let Err(e) = connection(&core, stream) {
+                if let Err(e) = accepted(&core, stream, tls) {
                     debug!("connection ended: {e}");
                 }
             });
@@ -61,10 +89,19 @@ struct Request {
     keep_alive: bool,
 }
 
-fn connection(core: &Core, stream: TcpStream) -> io::Result<()> {
+fn accepted(core: &Core, stream: TcpStream, tls: Option<Arc<ServerConfig>>) -> io::Result<()> {
     let _ = stream.set_nodelay(true);
     stream.set_read_timeout(Some(IDLE))?;
-    let mut writer = stream.try_clone()?;
+    match tls {
+        None => connection(core, stream),
+        Some(config) => {
+            let tls = ServerConnection::new(config).map_err(io::Error::other)?;
+            connection(core, StreamOwned::new(tls, stream))
+        }
+    }
+}
+
+fn connection(core: &Core, stream: impl Stream) -> io::Result<()> {
     let mut reader = BufReader::new(stream);
     let mut out = Vec::with_capacity(512);
     loop {
@@ -72,11 +109,14 @@ fn connection(core: &Core, stream: TcpStream) -> io::Result<()> {
             Ok(Some(r)) => r,
             Ok(None) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                let _ = writer.write_all(&response(
-                    400,
-                    br#"{"code":"B400","message":"bad HTTP request"}"#,
-                    false,
-                ));
+                let _ = send(
+                    reader.get_mut(),
+                    &response(
+                        400,
+                        br#"{"code":"B400","message":"bad HTTP request"}"#,
+                        false,
+                    ),
+                );
                 return Err(e);
             }
             Err(e) => return Err(e),
@@ -95,18 +135,24 @@ fn connection(core: &Core, stream: TcpStream) -> io::Result<()> {
                 serde_json::to_writer(&mut out, &value).expect("JSON to memory");
                 // A client that has gone (timed out on SLOW) is not our problem: the booking
                 // stands, exactly as it would in the real core.
-                writer.write_all(&response(status, &out, req.keep_alive))?;
+                send(reader.get_mut(), &response(status, &out, req.keep_alive))?;
                 if !req.keep_alive {
                     return Ok(());
                 }
             }
             Reply::Drop => {
                 // Not a byte of answer: the client sees end-of-file or a reset at once.
-                let _ = writer.shutdown(Shutdown::Both);
+                let _ = reader.get_ref().tcp().shutdown(Shutdown::Both);
                 return Ok(());
             }
         }
     }
+}
+
+/// Writes `bytes` and flushes them (TLS: out of rustls's buffer onto the socket).
+fn send(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
+    w.write_all(bytes)?;
+    w.flush()
 }
 
 fn response(status: u16, body: &[u8], keep_alive: bool) -> Vec<u8> {
@@ -133,7 +179,7 @@ fn invalid(msg: &str) -> io::Error {
 }
 
 /// Reads one request; `Ok(None)` when the client closed between requests.
-fn read_request(r: &mut BufReader<TcpStream>) -> io::Result<Option<Request>> {
+fn read_request(r: &mut impl BufRead) -> io::Result<Option<Request>> {
     let mut head = Vec::with_capacity(256);
     loop {
         let n = r

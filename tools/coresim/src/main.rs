@@ -15,6 +15,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
+use testkit::tls::{Versions, server_config};
+
 use crate::sim::Core;
 
 #[derive(Parser)]
@@ -31,6 +33,19 @@ struct Args {
     /// simulator forgets everything when it stops.
     #[arg(long, env = "CORESIM_JOURNAL")]
     journal: Option<PathBuf>,
+    /// Serve HTTPS: this certificate chain (PEM, leaf first)...
+    #[arg(long, env = "CORESIM_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// ...and its private key (PEM).
+    #[arg(long, env = "CORESIM_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// With TLS: require a client certificate signed by a CA in this file (mutual TLS).
+    #[arg(long, env = "CORESIM_CLIENT_CA", requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
+    /// With TLS: speak TLS 1.2 only (then a refused client certificate is told within the
+    /// handshake; under TLS 1.3 only after the client sent its request).
+    #[arg(long, requires = "tls_cert")]
+    tls12: bool,
 }
 
 fn main() -> ExitCode {
@@ -47,6 +62,19 @@ fn run() -> anyhow::Result<()> {
         None => Core::new(slow),
     };
     let core = Arc::new(core);
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let versions = if args.tls12 {
+                Versions::Tls12
+            } else {
+                Versions::Both
+            };
+            let config = server_config(cert, key, args.client_ca.as_deref(), versions)
+                .map_err(|e| anyhow::anyhow!("TLS: {e}"))?;
+            Some(config)
+        }
+        _ => None,
+    };
     let listener = TcpListener::bind(&args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener
@@ -59,5 +87,5 @@ fn run() -> anyhow::Result<()> {
     stdout.flush().context("cannot write to stdout")?;
     drop(stdout);
 
-    http::serve(listener, core).context("the HTTP server stopped")
+    http::serve(listener, core, tls).context("the HTTP server stopped")
 }

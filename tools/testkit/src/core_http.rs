@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use ledger::core_client::transfer_json;
+use ledger::core_tls::{self, TlsFiles};
 use ledger::pre_send::MarkingResolver;
 use ledger::wire::Transfer;
 use serde_json::Value;
@@ -56,12 +57,25 @@ impl Connector<()> for Counting {
 impl CoreHttp {
     /// `base` is `http://host:port` (a trailing path is kept as a prefix).
     pub fn new(base: &str, timeout: Duration) -> CoreHttp {
-        let config = ureq::Agent::config_builder()
+        CoreHttp::with_tls(base, timeout, &TlsFiles::default())
+    }
+
+    /// As [`CoreHttp::new`]; an `https://` base is checked against `tls` as the relay checks
+    /// its core (`--core-ca`, `--core-cert`, `--core-key`).
+    pub fn with_tls(base: &str, timeout: Duration, tls: &TlsFiles) -> CoreHttp {
+        let mut config = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
             .http_status_as_error(false)
             .max_redirects(0)
-            .proxy(None)
-            .build();
+            .proxy(None);
+        if base.starts_with("https://") {
+            let uri: ureq::http::Uri = base.parse().expect("a core URL");
+            let host = uri.host().expect("a host in the core URL");
+            config = config.tls_config(
+                core_tls::load(tls, host).unwrap_or_else(|e| panic!("TLS to {base}: {e}")),
+            );
+        }
+        let config = config.build();
         let connects = Arc::new(AtomicU64::new(0));
         let connector = Counting(DefaultConnector::new(), Arc::clone(&connects));
         CoreHttp {

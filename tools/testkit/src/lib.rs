@@ -1,16 +1,21 @@
 //! What the test tools (`coresim`'s tests, `chan`, `chaos`, `loadgen`) and the end-to-end
 //! tests share, written once: the channel client (`channel`), an HTTP client for the core
 //! simulator (`core_http`), finding and spawning the workspace's binaries (`spawn`), temp
-//! ledgers (`temp_ledger`), free ports (`net`), throwaway PostgreSQL servers (`pg`) and a TCP
-//! proxy that fails the way a network does (`proxy`).
+//! ledgers (`temp_ledger`), free ports (`net`), throwaway PostgreSQL servers (`pg`), a TCP
+//! proxy that fails the way a network does (`proxy`) and, for TLS tests, a server
+//! configuration (`tls`) and throwaway certificate authorities (`pki`).
 
 pub mod channel;
 pub mod core_http;
 pub mod net;
 pub mod pg;
+#[cfg(feature = "pki")]
+pub mod pki;
 pub mod proxy;
 pub mod spawn;
 pub mod temp_ledger;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use channel::Chan;
 pub use core_http::CoreHttp;

@@ -40,6 +40,25 @@ fn build_workspace(profile_dir: &Path) {
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "--workspace", "--bins", "--quiet"])
         .current_dir(root);
+    // Without the variables `cargo test` set for this test process (which package it is
+    // of): ring's build script declares some of them inputs, so with them the binaries'
+    // build and the tests' build would each find ring, and all above it, out of date after
+    // the other, and rebuild it on every run.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        let per_package = [
+            "CARGO_MANIFEST_",
+            "CARGO_PKG_",
+            "CARGO_BIN_",
+            "CARGO_CRATE_",
+        ];
+        if per_package.iter().any(|p| key.starts_with(p))
+            || key == "CARGO_PRIMARY_PACKAGE"
+            || key == "CARGO_TARGET_TMPDIR"
+        {
+            cmd.env_remove(&*key);
+        }
+    }
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }

@@ -1,0 +1,90 @@
+//! Throwaway certificate authorities for TLS tests (feature `pki`, with rcgen): a CA made in
+//! the test, and certificates it signs for servers and clients, each written as PEM files
+//! into the CA's own temp dir (removed when the `Pki` is dropped).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+
+/// A CA of its own, in a temp dir.
+pub struct Pki {
+    dir: tempfile::TempDir,
+    issuer: CertifiedIssuer<'static, KeyPair>,
+    ca: PathBuf,
+    next: AtomicU32,
+}
+
+/// A certificate and its key, as PEM files.
+#[derive(Debug, Clone)]
+pub struct Pair {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Pki {
+    /// A new CA called `name`; its certificate is [`Pki::ca`].
+    pub fn new(name: &str) -> Pki {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("no names");
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let key = KeyPair::generate().expect("a CA key");
+        let issuer = CertifiedIssuer::self_signed(params, key).expect("a CA certificate");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, issuer.as_ref().pem()).expect("write the CA");
+        Pki {
+            dir,
+            issuer,
+            ca,
+            next: AtomicU32::new(0),
+        }
+    }
+
+    /// The CA's certificate (PEM): what `--core-ca` and `--client-ca` take.
+    pub fn ca(&self) -> &Path {
+        &self.ca
+    }
+
+    /// The temp dir the files are in.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A server certificate for `names` (host names or IP addresses).
+    pub fn server(&self, names: &[&str]) -> Pair {
+        self.leaf(names, names[0], ExtendedKeyUsagePurpose::ServerAuth)
+    }
+
+    /// A client certificate for `name`.
+    pub fn client(&self, name: &str) -> Pair {
+        self.leaf(&[], name, ExtendedKeyUsagePurpose::ClientAuth)
+    }
+
+    fn leaf(&self, names: &[&str], cn: &str, usage: ExtendedKeyUsagePurpose) -> Pair {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names).expect("valid names");
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.use_authority_key_identifier_extension = true;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().expect("a key");
+        let cert = params.signed_by(&key, &self.issuer).expect("a certificate");
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let pair = Pair {
+            cert: self.dir().join(format!("{n}-{cn}.crt.pem")),
+            key: self.dir().join(format!("{n}-{cn}.key.pem")),
+        };
+        std::fs::write(&pair.cert, cert.pem()).expect("write a certificate");
+        std::fs::write(&pair.key, key.serialize_pem()).expect("write a key");
+        pair
+    }
+}
