@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Parser;
 use cli::{DryRun, print_report};
 use ledger::Access;
-use ledger::batch;
+use ledger::batch::{self, DEFAULT_PARALLEL, MAX_PARALLEL};
 use ledger::core_client::CoreClient;
 
 /// Resends FAILED rows with rsp_code E902 and fewer than --max-attempts attempts.
@@ -28,6 +28,11 @@ struct Args {
     /// not hit by a storm. Default: all.
     #[arg(long, env = "REPROCESS_LIMIT")]
     limit: Option<u64>,
+    /// Rows resent at once, each over its own kept-alive connection to the core. The run
+    /// still stops claiming rows at the first one that finds the core unreachable.
+    #[arg(long, env = "REPROCESS_PARALLEL", default_value_t = DEFAULT_PARALLEL as u64,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_PARALLEL as u64))]
+    parallel: u64,
     /// List the rows that would be resent; no HTTP, no write.
     #[arg(long)]
     dry_run: bool,
@@ -66,7 +71,13 @@ fn run(args: Args) -> anyhow::Result<u8> {
             args.json,
         ));
     }
-    let summary = batch::reprocess(ledger.as_ref(), &core, args.max_attempts, args.limit)
-        .with_context(|| format!("ledger {}", db))?;
+    let summary = batch::reprocess(
+        ledger.as_ref(),
+        &core,
+        args.max_attempts,
+        args.limit,
+        args.parallel as usize,
+    )
+    .with_context(|| format!("ledger {}", db))?;
     Ok(print_report("reprocess", &summary, args.json))
 }

@@ -1,6 +1,7 @@
 //! The ledger by hand, as an operator or another tool would touch it: rows made by hand
 //! (`RowSpec`), every row in GUID order, and a write lock held from outside.
 
+use ledger::store::InquiryRecord;
 use ledger::{Row, State};
 use testkit::TempLedger;
 
@@ -133,4 +134,22 @@ impl WriteLock {
     pub fn release(self) {
         self.0.execute_batch("ROLLBACK").expect("release the lock");
     }
+}
+
+/// Every failed-inquiry record (the side table `tx_inquiry`), by GUID.
+pub fn inquiry_records(db: &TempLedger) -> Vec<InquiryRecord> {
+    db.open().inquiry_records().expect("read tx_inquiry")
+}
+
+/// How many inquiries about `guid` have failed in a row (`None`: no record).
+pub fn inquiry_failures(db: &TempLedger, guid: &str) -> Option<i64> {
+    inquiry_records(db)
+        .into_iter()
+        .find(|r| r.guid == guid)
+        .map(|r| r.failures)
+}
+
+/// Makes every failed GUID's next inquiry due now, instead of waiting out its backoff.
+pub fn make_inquiries_due(db: &TempLedger) {
+    db.exec("UPDATE tx_inquiry SET next_at = datetime('now', '-1 seconds')");
 }
