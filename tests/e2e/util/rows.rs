@@ -3,6 +3,7 @@
 
 use ledger::store::InquiryRecord;
 use ledger::{Row, State};
+use rusqlite::OptionalExtension;
 use testkit::TempLedger;
 
 use super::messages::guid_of;
@@ -152,4 +153,29 @@ pub fn inquiry_failures(db: &TempLedger, guid: &str) -> Option<i64> {
 /// Makes every failed GUID's next inquiry due now, instead of waiting out its backoff.
 pub fn make_inquiries_due(db: &TempLedger) {
     db.exec("UPDATE tx_inquiry SET next_at = datetime('now', '-1 seconds')");
+}
+
+/// Seconds from now (the database's clock) until `guid`'s next inquiry is due (`None`: no
+/// record).
+pub fn inquiry_due_in(db: &TempLedger, guid: &str) -> Option<i64> {
+    db.open()
+        .connection()
+        .query_row(
+            "SELECT CAST(strftime('%s', next_at) AS INTEGER) - CAST(strftime('%s', 'now') AS INTEGER) \
+             FROM tx_inquiry WHERE guid = ?1",
+            [guid],
+            |r| r.get(0),
+        )
+        .optional()
+        .expect("read tx_inquiry")
+}
+
+/// Asserts that `guid`'s next inquiry is due in about `secs` seconds.
+#[track_caller]
+pub fn assert_due_in(db: &TempLedger, guid: &str, secs: i64) {
+    let got = inquiry_due_in(db, guid).unwrap_or_else(|| panic!("{guid}: no record"));
+    assert!(
+        (secs - 5..=secs).contains(&got),
+        "{guid}: next inquiry in {got} s, want about {secs} s"
+    );
 }
