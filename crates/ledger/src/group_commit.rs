@@ -195,11 +195,19 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
+    /// Opens (creating if needed) the ledger at `path`: the relay's.
     pub fn open(path: &Path) -> Result<GroupCommit> {
         Ok(GroupCommit {
             reads: Pool::open(path)?,
             writer: Writer::start(path)?,
         })
+    }
+
+    /// Opens a ledger that must already exist: for the batch tools that work on several
+    /// rows at once.
+    pub fn open_existing(path: &Path) -> Result<GroupCommit> {
+        drop(Ledger::open_existing(path)?);
+        GroupCommit::open(path)
     }
 }
 

@@ -92,7 +92,14 @@ fn run(args: Args) -> anyhow::Result<u8> {
         );
     }
     let db = cli::db_arg::<Args>(&args.db);
-    let ledger = db.open(Access::Tool, "resolve")?;
+    // Several rows at once: on SQLite through group commit, so that their settlements
+    // share fsyncs; one at a time, one connection as before.
+    let access = if args.parallel > 1 {
+        Access::Batch
+    } else {
+        Access::Tool
+    };
+    let ledger = db.open(access, "resolve")?;
     // Checked even for --dry-run, so that a dry run also proves the settings.
     let core = CoreClient::new(
         &args.core,

@@ -41,10 +41,15 @@ fn assert_due_in(r: &InquiryRecord, secs: i64) {
     );
 }
 
-/// The stores a ledger has: the batch tools' and the relay's (on SQLite one connection under
-/// a lock, and the group-commit writer with its read pool; on PostgreSQL two pools).
-fn stores(b: &Backend) -> [(&'static str, Arc<dyn Store>); 2] {
-    [("tool", b.tool()), ("relay", b.open(Access::Relay))]
+/// The stores a ledger has: the batch tools' (one at a time, and several rows at once) and
+/// the relay's (on SQLite one connection under a lock, and the group-commit writer with its
+/// read pool; on PostgreSQL pools).
+fn stores(b: &Backend) -> [(&'static str, Arc<dyn Store>); 3] {
+    [
+        ("tool", b.tool()),
+        ("batch", b.open(Access::Batch)),
+        ("relay", b.open(Access::Relay)),
+    ]
 }
 
 pub fn failed_inquiries_count_up_and_back_off_doubling_to_the_cap(b: &Backend) {
@@ -228,7 +233,7 @@ pub fn failures_recorded_at_once_are_each_counted(b: &Backend) {
     let counts: Vec<i64> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..THREADS)
             .map(|i| {
-                let (store, barrier) = (&stores[i % 2].1, &barrier);
+                let (store, barrier) = (&stores[i % 3].1, &barrier);
                 s.spawn(move || {
                     barrier.wait();
                     store

@@ -6,7 +6,7 @@ use std::time::Duration;
 use ledger::batch::{self, ResolveSettings};
 use ledger::core_client::CoreClient;
 use ledger::wire::{self, Transfer};
-use ledger::{Change, State};
+use ledger::{Access, Change, State};
 use testkit::CoreHttp;
 
 use crate::backend::{Backend, Hand};
@@ -61,8 +61,9 @@ pub fn parallel_resolve_settles_every_row_once(b: &Backend) {
     for t in transfers.iter().step_by(2) {
         http.book(t).unwrap();
     }
-    // Two of them failed an inquiry earlier; their backoff is over.
-    let s = b.tool();
+    // Two of them failed an inquiry earlier; their backoff is over. The store is the one
+    // resolve opens for --parallel above 1.
+    let s = b.open(Access::Batch);
     for g in ["G-PR-00", "G-PR-01"] {
         s.record_inquiry_failure(g, "core silent", 60).unwrap();
     }
@@ -129,7 +130,7 @@ pub fn parallel_reprocess_sends_every_row_once(b: &Backend) {
     let (child, url) = coresim();
     let _core = Killed(child);
     let guids = failed_rows(b, "G-PP");
-    let s = b.tool();
+    let s = b.open(Access::Batch);
     let sum = batch::reprocess(s.as_ref(), &client(&url), 5, None, 8).unwrap();
     assert_eq!(
         (sum.examined, sum.sent, sum.done, sum.not_tried, sum.raced),
@@ -152,7 +153,7 @@ pub fn two_parallel_reprocess_runs_at_once_send_each_row_once(b: &Backend) {
     let runs: Vec<batch::ReprocessSummary> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..2)
             .map(|_| {
-                let (store, url) = (b.tool(), url.clone());
+                let (store, url) = (b.open(Access::Batch), url.clone());
                 s.spawn(move || {
                     batch::reprocess(store.as_ref(), &client(&url), 5, None, 8).unwrap()
                 })
@@ -172,7 +173,7 @@ pub fn two_parallel_reprocess_runs_at_once_send_each_row_once(b: &Backend) {
 /// core costs one attempt, as one at a time).
 pub fn parallel_reprocess_stops_claiming_once_the_core_is_unreachable(b: &Backend) {
     let guids = failed_rows(b, "G-PD");
-    let s = b.tool();
+    let s = b.open(Access::Batch);
     let sum = batch::reprocess(s.as_ref(), &client(&testkit::dead_url()), 5, None, 8).unwrap();
     assert_eq!(
         (sum.examined, sum.sent, sum.failed, sum.not_tried),

@@ -112,6 +112,10 @@ impl Run<'_> {
             "0",
             "--stale-sent",
             &STALE_SENT_SECS.to_string(),
+            // The run's core outages may have counted failed inquiries against some GUIDs;
+            // settling must never give up on one.
+            "--max-inquiries",
+            "1000000",
         ]);
         let reprocess_args = self.tool_args(&[
             "--max-attempts",
@@ -126,7 +130,10 @@ impl Run<'_> {
             rounds = round;
             // No relay runs and no tool is mid-call, so no SENT row can still be waited on:
             // instead of waiting out resolve's stale-sent floor, move those rows' clock past it.
+            // Likewise the backoff of inquiries that failed during the run's core outages: the
+            // core is up now, so every GUID's next inquiry is made due.
             age_sent_rows(&self.work.db, STALE_SENT_SECS + 1)?;
+            make_inquiries_due(&self.work.db)?;
             for (exe, name, args) in [
                 (&self.bins.resolve, "resolve", &resolve_args),
                 (&self.bins.reprocess, "reprocess", &reprocess_args),
@@ -178,6 +185,18 @@ fn age_sent_rows(db: &Path, secs: u64) -> anyhow::Result<()> {
             [format!("-{secs} seconds")],
         )
         .context("cannot age SENT rows")?;
+    Ok(())
+}
+
+/// Makes every failed GUID's next inquiry due now (for quiescing only: see the caller).
+fn make_inquiries_due(db: &Path) -> anyhow::Result<()> {
+    let l = Ledger::open(db).with_context(|| format!("cannot open {}", db.display()))?;
+    l.connection()
+        .execute(
+            "UPDATE tx_inquiry SET next_at = datetime('now', '-1 seconds')",
+            [],
+        )
+        .context("cannot make inquiries due")?;
     Ok(())
 }
 
