@@ -129,15 +129,12 @@ fn mixed_scene() -> Scene {
 
 #[test]
 fn parallel_and_one_at_a_time_print_the_same_summary() {
-    let args = |k: &'static str| vec!["--max-attempts", "3", "--parallel", k, "--json"];
-    let one = mixed_scene();
-    let r1 = one.reprocess(&args("1"));
-    r1.expect_code(EXIT_LEFT);
-    let many = mixed_scene();
-    let r8 = many.reprocess(&args("8"));
-    r8.expect_code(EXIT_LEFT);
-    let (j1, j8) = (r1.json(), r8.json());
-    assert_eq!(j1, j8, "the same summary, one at a time or eight at once");
+    let (j8, one, many) = same_summary_one_or_eight_at_once(
+        mixed_scene,
+        Scene::reprocess,
+        &["--max-attempts", "3"],
+        EXIT_LEFT,
+    );
     assert_counts(
         &j8,
         &[
@@ -165,32 +162,4 @@ fn parallel_and_one_at_a_time_print_the_same_summary() {
             ])
         );
     }
-}
-
-#[test]
-fn parallel_must_be_between_1_and_256() {
-    let s = Scene::new().build();
-    s.db.open();
-    for bad in ["0", "257", "x"] {
-        let r = reprocess(
-            &s.db,
-            &dead_url(),
-            &["--max-attempts", "3", "--parallel", bad],
-        );
-        r.expect_code(EXIT_USAGE);
-        assert!(r.stderr().contains("--parallel"), "{}", r.stderr());
-    }
-    let r = Run::with_env(
-        "reprocess",
-        &[
-            "--db",
-            s.db.arg(),
-            "--core",
-            &dead_url(),
-            "--max-attempts",
-            "3",
-        ],
-        &[("REPROCESS_PARALLEL", "0")],
-    );
-    r.expect_code(EXIT_USAGE);
 }

@@ -283,24 +283,3 @@ fn a_stale_sent_row_whose_inquiry_fails_moves_to_unknown_and_counts_a_failure() 
     assert_eq!(inquiry_failures(&s.db, "G-SF-SENT"), Some(2));
     assert_eq!(s.core().bookings("G-SF-SENT"), 1, "never POSTed");
 }
-
-#[test]
-fn max_inquiries_must_be_at_least_one() {
-    let s = Scene::new().build();
-    s.db.open();
-    for bad in ["0", "x"] {
-        let r = resolve(
-            &s.db,
-            &dead_url(),
-            &["--min-age", "60", "--max-inquiries", bad],
-        );
-        r.expect_code(EXIT_USAGE);
-        assert!(r.stderr().contains("--max-inquiries"), "{}", r.stderr());
-    }
-    let r = Run::with_env(
-        "resolve",
-        &["--db", s.db.arg(), "--core", &dead_url(), "--min-age", "60"],
-        &[("RESOLVE_MAX_INQUIRIES", "0")],
-    );
-    r.expect_code(EXIT_USAGE);
-}

@@ -117,27 +117,19 @@ fn mixed_scene() -> Scene {
 
 #[test]
 fn parallel_and_one_at_a_time_print_the_same_summary() {
-    let args = |k: &'static str| {
-        vec![
+    let (j8, one, many) = same_summary_one_or_eight_at_once(
+        mixed_scene,
+        Scene::resolve,
+        &[
             "--min-age",
             "60",
             "--stale-sent",
             "60",
             "--max-inquiries",
             "5",
-            "--parallel",
-            k,
-            "--json",
-        ]
-    };
-    let one = mixed_scene();
-    let r1 = one.resolve(&args("1"));
-    r1.expect_code(EXIT_LEFT);
-    let many = mixed_scene();
-    let r8 = many.resolve(&args("8"));
-    r8.expect_code(EXIT_LEFT);
-    let (j1, j8) = (r1.json(), r8.json());
-    assert_eq!(j1, j8, "the same summary, one at a time or eight at once");
+        ],
+        EXIT_LEFT,
+    );
     assert_counts(
         &j8,
         &[
@@ -187,28 +179,4 @@ fn parallel_and_one_at_a_time_print_the_same_summary() {
             assert_eq!(inquiry_failures(&s.db, g), Some(1), "{g}");
         }
     }
-}
-
-#[test]
-fn parallel_must_be_between_1_and_256() {
-    let s = Scene::new().build();
-    s.db.open();
-    for bad in ["0", "257", "x"] {
-        let r = resolve(&s.db, &dead_url(), &["--min-age", "60", "--parallel", bad]);
-        r.expect_code(EXIT_USAGE);
-        assert!(r.stderr().contains("--parallel"), "{}", r.stderr());
-    }
-    let r = Run::with_env(
-        "resolve",
-        &["--db", s.db.arg(), "--core", &dead_url(), "--min-age", "60"],
-        &[("RESOLVE_PARALLEL", "0")],
-    );
-    r.expect_code(EXIT_USAGE);
-    // The environment twin is used (here 256 workers on an empty ledger).
-    let r = Run::with_env(
-        "resolve",
-        &["--db", s.db.arg(), "--core", &dead_url(), "--min-age", "60"],
-        &[("RESOLVE_PARALLEL", "256")],
-    );
-    r.expect_code(EXIT_SETTLED);
 }
