@@ -78,3 +78,13 @@ CREATE TABLE IF NOT EXISTS relay_health (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     at TIMESTAMPTZ NOT NULL
 );
+
+-- resolve's failed inquiries, per GUID (the tx table keeps the contract's columns only):
+-- how many failed in a row, the last error, and when the next inquiry is due (backoff).
+-- A successful inquiry deletes the record; resolve stops asking at --max-inquiries.
+CREATE TABLE IF NOT EXISTS tx_inquiry (
+    guid       TEXT PRIMARY KEY,
+    failures   INTEGER NOT NULL,
+    last_error TEXT,
+    next_at    TIMESTAMPTZ NOT NULL
+);

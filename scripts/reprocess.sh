@@ -17,6 +17,7 @@ if wants_help "$@"; then
   REPROCESS_MAX_ATTEMPTS  only rows with fewer attempts than this  [default: 3]
   REPROCESS_LIMIT      send at most this many rows per run, oldest first
                        [default: empty = all]
+  REPROCESS_PARALLEL   rows resent at once, 1 to 256  [default: the tool's, 8]
   REPROCESS_CONNECT_TIMEOUT_MS, REPROCESS_READ_TIMEOUT_MS
                        the tool's --connect-timeout-ms and --read-timeout-ms, passed
                        through from the environment unchanged
@@ -38,12 +39,12 @@ require_int REPROCESS_MAX_ATTEMPTS "$REPROCESS_MAX_ATTEMPTS" 1
 [[ -z $REPROCESS_LIMIT ]] || require_int REPROCESS_LIMIT "$REPROCESS_LIMIT" 0
 export REPROCESS_MAX_ATTEMPTS
 pass_through REPROCESS_LIMIT REPROCESS_CONNECT_TIMEOUT_MS REPROCESS_READ_TIMEOUT_MS \
-    REPROCESS_CORE_CA REPROCESS_CORE_CERT REPROCESS_CORE_KEY
+    REPROCESS_CORE_CA REPROCESS_CORE_CERT REPROCESS_CORE_KEY REPROCESS_PARALLEL
 
 BIN=$(need_bin reprocess)
 
 take_lock
-log "running $BIN (ledger $DB, core $(effective --core "$REPROCESS_CORE" "$@"), max-attempts $(effective --max-attempts "$REPROCESS_MAX_ATTEMPTS" "$@"), limit $(effective --limit "${REPROCESS_LIMIT:-none}" "$@"), connect-timeout-ms $(effective --connect-timeout-ms "${REPROCESS_CONNECT_TIMEOUT_MS:-default}" "$@"), read-timeout-ms $(effective --read-timeout-ms "${REPROCESS_READ_TIMEOUT_MS:-default}" "$@"), lock $LOCK_FILE)${*:+ with: $*}"
+log "running $BIN (ledger $DB, core $(effective --core "$REPROCESS_CORE" "$@"), max-attempts $(effective --max-attempts "$REPROCESS_MAX_ATTEMPTS" "$@"), limit $(effective --limit "${REPROCESS_LIMIT:-none}" "$@"), connect-timeout-ms $(effective --connect-timeout-ms "${REPROCESS_CONNECT_TIMEOUT_MS:-default}" "$@"), read-timeout-ms $(effective --read-timeout-ms "${REPROCESS_READ_TIMEOUT_MS:-default}" "$@"), parallel $(effective --parallel "${REPROCESS_PARALLEL:-default}" "$@"), lock $LOCK_FILE)${*:+ with: $*}"
 run_stamped "$BIN" "$@"
 log "reprocess exited $RC"
 exit "$RC"

@@ -27,6 +27,11 @@ if wants_help "$@"; then
                        certificates, PEM; default: the system's roots) and
                        --core-cert/--core-key (client certificate for mutual TLS),
                        passed through unchanged
+  RESOLVE_MAX_INQUIRIES
+                       stop asking about a GUID after this many failed inquiries; it
+                       is then left to an operator (listed, exit 3)  [default: the
+                       tool's, 20]
+  RESOLVE_PARALLEL     inquiries made at once, 1 to 256  [default: the tool's, 8]
   RESOLVE_STALE_SENT   IGNORED, with a warning: SENT rows (left by a relay that died)
                        are settled only when asked on the command line, with
                        --stale-sent SECS as an argument of this script, e.g.
@@ -48,13 +53,13 @@ tool_setting RESOLVE_CORE CORE_URL http://127.0.0.1:9201
 RESOLVE_MIN_AGE=${RESOLVE_MIN_AGE:-300}
 require_int RESOLVE_MIN_AGE "$RESOLVE_MIN_AGE" 0
 export RESOLVE_MIN_AGE
-pass_through RESOLVE_CONNECT_TIMEOUT_MS RESOLVE_READ_TIMEOUT_MS \
-    RESOLVE_CORE_CA RESOLVE_CORE_CERT RESOLVE_CORE_KEY
+pass_through RESOLVE_CONNECT_TIMEOUT_MS RESOLVE_READ_TIMEOUT_MS RESOLVE_MAX_INQUIRIES \
+    RESOLVE_PARALLEL RESOLVE_CORE_CA RESOLVE_CORE_CERT RESOLVE_CORE_KEY
 
 BIN=$(need_bin resolve)
 
 take_lock
-log "running $BIN (ledger $DB, core $(effective --core "$RESOLVE_CORE" "$@"), min-age $(effective --min-age "$RESOLVE_MIN_AGE" "$@")s, stale-sent $(effective --stale-sent off "$@"), connect-timeout-ms $(effective --connect-timeout-ms "${RESOLVE_CONNECT_TIMEOUT_MS:-default}" "$@"), read-timeout-ms $(effective --read-timeout-ms "${RESOLVE_READ_TIMEOUT_MS:-default}" "$@"), lock $LOCK_FILE)${*:+ with: $*}"
+log "running $BIN (ledger $DB, core $(effective --core "$RESOLVE_CORE" "$@"), min-age $(effective --min-age "$RESOLVE_MIN_AGE" "$@")s, stale-sent $(effective --stale-sent off "$@"), connect-timeout-ms $(effective --connect-timeout-ms "${RESOLVE_CONNECT_TIMEOUT_MS:-default}" "$@"), read-timeout-ms $(effective --read-timeout-ms "${RESOLVE_READ_TIMEOUT_MS:-default}" "$@"), max-inquiries $(effective --max-inquiries "${RESOLVE_MAX_INQUIRIES:-default}" "$@"), parallel $(effective --parallel "${RESOLVE_PARALLEL:-default}" "$@"), lock $LOCK_FILE)${*:+ with: $*}"
 run_stamped "$BIN" "$@"
 log "resolve exited $RC"
 exit "$RC"

@@ -121,6 +121,41 @@ fn bad_flags_are_exit_2_naming_the_flag() {
         ),
         ("reprocess", reprocess_args(&["--limit", "few"]), "--limit"),
         ("reprocess", reprocess_args(&["--bogus"]), "--bogus"),
+        (
+            "resolve",
+            resolve_args(&["--min-age", "60", "--max-inquiries", "0"]),
+            "--max-inquiries",
+        ),
+        (
+            "resolve",
+            resolve_args(&["--min-age", "60", "--max-inquiries", "x"]),
+            "--max-inquiries",
+        ),
+        (
+            "resolve",
+            resolve_args(&["--min-age", "60", "--parallel", "0"]),
+            "--parallel",
+        ),
+        (
+            "resolve",
+            resolve_args(&["--min-age", "60", "--parallel", "257"]),
+            "--parallel",
+        ),
+        (
+            "resolve",
+            resolve_args(&["--min-age", "60", "--parallel", "x"]),
+            "--parallel",
+        ),
+        (
+            "reprocess",
+            reprocess_args(&["--parallel", "0"]),
+            "--parallel",
+        ),
+        (
+            "reprocess",
+            reprocess_args(&["--parallel", "257"]),
+            "--parallel",
+        ),
         ("purge", vec!["--db", d], "--days"),
         ("purge", vec!["--db", d, "--days", "seven"], "--days"),
         (
@@ -144,6 +179,7 @@ fn bad_flags_are_exit_2_naming_the_flag() {
 #[test]
 fn every_timeout_flag_of_the_batch_tools_has_an_environment_twin() {
     skip_if_unavailable!();
+    // (And --max-inquiries and --parallel, checked with the timeouts below.)
     for (name, prefix) in [("resolve", "RESOLVE"), ("reprocess", "REPROCESS")] {
         let r = Run::new(name, &["--help"]);
         r.expect_code(EXIT_SETTLED);
@@ -182,6 +218,9 @@ fn every_timeout_flag_of_the_batch_tools_has_an_environment_twin() {
             "REPROCESS_CONNECT_TIMEOUT_MS",
             "--connect-timeout-ms",
         ),
+        ("resolve", "RESOLVE_MAX_INQUIRIES", "--max-inquiries"),
+        ("resolve", "RESOLVE_PARALLEL", "--parallel"),
+        ("reprocess", "REPROCESS_PARALLEL", "--parallel"),
     ] {
         let r = Run::with_env(name, &with_db(name, db.arg(), &core), &[(var, "abc")]);
         r.expect_code(EXIT_USAGE);

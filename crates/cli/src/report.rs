@@ -46,19 +46,21 @@ fn settled_if(left: usize) -> u8 {
 impl Report for ResolveSummary {
     fn line(&self) -> String {
         format!(
-            "resolve: {} examined, {} DONE, {} FAILED, {} left (inquiry error), {} SENT->UNKNOWN, {} skipped, {} changed by another writer",
+            "resolve: {} examined, {} DONE, {} FAILED, {} left (inquiry error), {} SENT->UNKNOWN, {} skipped, {} changed by another writer, {} need an operator",
             self.examined,
             self.done,
             self.failed,
             self.left,
             self.sent_to_unknown,
             self.skipped,
-            self.raced
+            self.raced,
+            self.needs_operator.len()
         )
     }
 
+    /// 3 also while any GUID waits for an operator, however long ago resolve gave up on it.
     fn exit_code(&self) -> u8 {
-        settled_if(self.left + self.sent_to_unknown + self.skipped)
+        settled_if(self.left + self.sent_to_unknown + self.skipped + self.needs_operator.len())
     }
 
     fn counts(&self) -> Vec<(&'static str, u64)> {

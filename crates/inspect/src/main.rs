@@ -6,8 +6,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::{EXIT_SETTLED, Listed};
 use ledger::Access;
+use ledger::batch::NeedsOperator;
+use ledger::store::DEFAULT_MAX_INQUIRIES;
 
-/// Lists ledger rows (all, or one GUID) and the count of rows per state.
+/// Lists ledger rows (all, or one GUID), the count of rows per state, and the GUIDs resolve
+/// has stopped asking about (needs operator).
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
@@ -20,6 +23,11 @@ struct Args {
     /// One JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// A GUID still in doubt with this many failed inquiries needs an operator; set it as
+    /// resolve's --max-inquiries is set.
+    #[arg(long, env = "INSPECT_MAX_INQUIRIES", default_value_t = DEFAULT_MAX_INQUIRIES,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_inquiries: u32,
 }
 
 fn main() -> ExitCode {
@@ -36,6 +44,12 @@ fn run(args: Args) -> anyhow::Result<u8> {
     };
     let listed: Vec<Listed> = rows.iter().map(Listed::of).collect();
     let counts = ledger.count_by_state()?;
+    let needs_operator: Vec<NeedsOperator> = ledger
+        .needs_operator(args.max_inquiries)?
+        .into_iter()
+        .filter(|r| args.guid.as_ref().is_none_or(|g| *g == r.guid))
+        .map(NeedsOperator::from)
+        .collect();
     if args.json {
         let by_state: serde_json::Map<_, _> = counts
             .iter()
@@ -43,7 +57,11 @@ fn run(args: Args) -> anyhow::Result<u8> {
             .collect();
         println!(
             "{}",
-            serde_json::json!({ "rows": listed, "by_state": by_state })
+            serde_json::json!({
+                "rows": listed,
+                "by_state": by_state,
+                "needs_operator": needs_operator,
+            })
         );
         return Ok(EXIT_SETTLED);
     }
@@ -60,5 +78,13 @@ fn run(args: Args) -> anyhow::Result<u8> {
             counts.join(", ")
         }
     );
+    for n in &needs_operator {
+        println!(
+            "needs operator: {} ({} inquiries failed; resolve no longer asks; last error: {})",
+            n.guid,
+            n.failures,
+            n.last_error.as_deref().unwrap_or("-")
+        );
+    }
     Ok(EXIT_SETTLED)
 }

@@ -51,6 +51,11 @@ pub enum Access {
     /// A batch tool: an SQLite ledger must exist already (a mistyped path would otherwise
     /// report that nothing needed doing).
     Tool,
+    /// A batch tool working on several rows at once (`resolve`/`reprocess --parallel` above
+    /// 1): as `Tool`, but an SQLite ledger is written through group commit, so that the
+    /// settlements of rows finishing together share one commit (each still its own guarded
+    /// statement), and read through a pool.
+    Batch,
     /// `inspect`: read-only, no pragma, no schema change.
     ReadOnly,
 }
@@ -70,6 +75,7 @@ impl Db {
             Db::Sqlite(path) => Ok(match access {
                 Access::Relay => Arc::new(GroupCommit::open(path, who)?),
                 Access::Tool => Arc::new(Mutex::new(Ledger::open_existing(path)?.acting_as(who))),
+                Access::Batch => Arc::new(GroupCommit::open_existing(path, who)?),
                 Access::ReadOnly => Arc::new(Mutex::new(Ledger::open_read_only(path)?)),
             }),
             Db::Postgres(url) => {

@@ -10,7 +10,7 @@ use crate::error::{LedgerError, Result};
 use crate::metrics::metrics;
 use crate::sqlite::{BUSY_TIMEOUT, Ledger, health_read_back};
 use crate::state::{Change, HistoryRow, Row, State};
-use crate::store::{Durability, Store};
+use crate::store::{Durability, InquiryRecord, Store};
 
 /// One write waiting for the writer thread.
 enum Op {
@@ -32,6 +32,15 @@ enum Op {
         days: u64,
         limit: usize,
     },
+    InquiryFailed {
+        guid: String,
+        error: String,
+        min_age_secs: u64,
+    },
+    ClearInquiry {
+        guid: String,
+    },
+    PruneInquiries,
     PurgeHistoryChunk {
         days: u64,
         limit: usize,
@@ -40,29 +49,50 @@ enum Op {
     TouchHealth,
 }
 
-/// What a write came to: whether it changed the row and, for a re-claim, the attempt won
-/// (for a purge, how many rows went).
-type Outcome = Result<Option<i64>>;
+/// What a write came to.
+enum Written {
+    /// Whether it changed the row and, for a re-claim, the attempt won (for a purge or a
+    /// prune, how many rows went).
+    Count(Option<i64>),
+    /// A failed inquiry's record as it now is.
+    Record(InquiryRecord),
+}
+
+type Outcome = Result<Written>;
 
 impl Op {
     fn run(&self, l: &Ledger) -> Outcome {
-        match self {
+        let count = match self {
             Op::Claim {
                 guid,
                 tx_code,
                 request,
-            } => Ok(l.claim_new(guid, tx_code, request)?.then_some(1)),
-            Op::ReclaimFailed { guid, request } => l.reclaim_failed(guid, request),
+            } => l.claim_new(guid, tx_code, request)?.then_some(1),
+            Op::ReclaimFailed { guid, request } => l.reclaim_failed(guid, request)?,
             Op::ReclaimForResend { guid, max_attempts } => {
-                l.reclaim_for_resend(guid, *max_attempts)
+                l.reclaim_for_resend(guid, *max_attempts)?
             }
-            Op::Transition(c) => Ok(l.transition(c)?.then_some(0)),
-            Op::PurgeChunk { days, limit } => Ok(Some(l.purge_chunk(*days, *limit)? as i64)),
+            Op::Transition(c) => l.transition(c)?.then_some(0),
+            Op::PurgeChunk { days, limit } => Some(l.purge_chunk(*days, *limit)? as i64),
+            Op::InquiryFailed {
+                guid,
+                error,
+                min_age_secs,
+            } => {
+                return Ok(Written::Record(l.record_inquiry_failure(
+                    guid,
+                    error,
+                    *min_age_secs,
+                )?));
+            }
+            Op::ClearInquiry { guid } => l.clear_inquiry(guid)?.then_some(1),
+            Op::PruneInquiries => Some(l.prune_inquiries()? as i64),
             Op::PurgeHistoryChunk { days, limit } => {
-                Ok(Some(l.purge_history_chunk(*days, *limit)? as i64))
+                Some(l.purge_history_chunk(*days, *limit)? as i64)
             }
-            Op::TouchHealth => l.touch_health().map(|()| Some(0)),
-        }
+            Op::TouchHealth => l.touch_health().map(|()| Some(0))?,
+        };
+        Ok(Written::Count(count))
     }
 }
 
@@ -105,6 +135,14 @@ impl Writer {
             return Err(writer_gone());
         }
         answer.recv().unwrap_or_else(|_| Err(writer_gone()))
+    }
+
+    /// A write whose outcome is a count (every write but a failed inquiry's record).
+    fn count(&self, op: Op) -> Result<Option<i64>> {
+        match self.submit(op)? {
+            Written::Count(n) => Ok(n),
+            Written::Record(_) => Err(LedgerError::Writer("a record for a count".into())),
+        }
     }
 }
 
@@ -170,12 +208,20 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
+    /// Opens (creating if needed) the ledger at `path`: the relay's.
     /// `who` names the writer's changes in the history.
     pub fn open(path: &Path, who: &str) -> Result<GroupCommit> {
         Ok(GroupCommit {
             reads: Pool::open(path)?,
             writer: Writer::start(path, who)?,
         })
+    }
+
+    /// Opens a ledger that must already exist: for the batch tools that work on several
+    /// rows at once.
+    pub fn open_existing(path: &Path, who: &str) -> Result<GroupCommit> {
+        drop(Ledger::open_existing(path)?);
+        GroupCommit::open(path, who)
     }
 }
 
@@ -184,7 +230,7 @@ impl Store for GroupCommit {
         self.reads.get()?.get(guid)
     }
     fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
-        let won = self.writer.submit(Op::Claim {
+        let won = self.writer.count(Op::Claim {
             guid: guid.to_string(),
             tx_code: tx_code.to_string(),
             request: request.to_vec(),
@@ -192,22 +238,19 @@ impl Store for GroupCommit {
         Ok(won.is_some())
     }
     fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {
-        self.writer.submit(Op::ReclaimFailed {
+        self.writer.count(Op::ReclaimFailed {
             guid: guid.to_string(),
             request: request.to_vec(),
         })
     }
     fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
-        self.writer.submit(Op::ReclaimForResend {
+        self.writer.count(Op::ReclaimForResend {
             guid: guid.to_string(),
             max_attempts,
         })
     }
     fn transition(&self, change: &Change) -> Result<bool> {
-        Ok(self
-            .writer
-            .submit(Op::Transition(change.clone()))?
-            .is_some())
+        Ok(self.writer.count(Op::Transition(change.clone()))?.is_some())
     }
     fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
         self.reads.get()?.select_aged(state, min_age_secs)
@@ -215,11 +258,49 @@ impl Store for GroupCommit {
     fn select_resendable(&self, max_attempts: i64, limit: Option<u64>) -> Result<Vec<Row>> {
         self.reads.get()?.select_resendable(max_attempts, limit)
     }
+    fn select_due(&self, state: State, min_age_secs: u64, max_inquiries: u32) -> Result<Vec<Row>> {
+        self.reads
+            .get()?
+            .select_due(state, min_age_secs, max_inquiries)
+    }
+    fn record_inquiry_failure(
+        &self,
+        guid: &str,
+        error: &str,
+        min_age_secs: u64,
+    ) -> Result<InquiryRecord> {
+        match self.writer.submit(Op::InquiryFailed {
+            guid: guid.to_string(),
+            error: error.to_string(),
+            min_age_secs,
+        })? {
+            Written::Record(r) => Ok(r),
+            Written::Count(_) => Err(LedgerError::Writer("a count for a record".into())),
+        }
+    }
+    fn clear_inquiry(&self, guid: &str) -> Result<bool> {
+        Ok(self
+            .writer
+            .count(Op::ClearInquiry {
+                guid: guid.to_string(),
+            })?
+            .is_some())
+    }
+    fn prune_inquiries(&self) -> Result<usize> {
+        let n = self.writer.count(Op::PruneInquiries)?;
+        Ok(n.map_or(0, |n| usize::try_from(n).unwrap_or(0)))
+    }
+    fn needs_operator(&self, max_inquiries: u32) -> Result<Vec<InquiryRecord>> {
+        self.reads.get()?.needs_operator(max_inquiries)
+    }
+    fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
+        self.reads.get()?.inquiry_records()
+    }
     fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
         self.reads.get()?.select_purgeable(days)
     }
     fn purge_chunk(&self, days: u64, limit: usize) -> Result<usize> {
-        let n = self.writer.submit(Op::PurgeChunk { days, limit })?;
+        let n = self.writer.count(Op::PurgeChunk { days, limit })?;
         Ok(n.map_or(0, |n| usize::try_from(n).unwrap_or(0)))
     }
     fn recent_bookings(&self, limit: usize) -> Result<Vec<Row>> {
@@ -228,14 +309,11 @@ impl Store for GroupCommit {
     fn all_rows(&self) -> Result<Vec<Row>> {
         self.reads.get()?.all_rows()
     }
-    fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
-        self.reads.get()?.count_by_state()
-    }
     fn history(&self, guid: &str) -> Result<Vec<HistoryRow>> {
         self.reads.get()?.history(guid)
     }
     fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
-        let n = self.writer.submit(Op::PurgeHistoryChunk { days, limit })?;
+        let n = self.writer.count(Op::PurgeHistoryChunk { days, limit })?;
         Ok(n.map_or(0, |n| usize::try_from(n).unwrap_or(0)))
     }
     fn oldest_age_secs(&self, state: State) -> Result<Option<f64>> {
@@ -243,8 +321,11 @@ impl Store for GroupCommit {
     }
     /// Written through the writer thread (a commit like any claim's), read on the pool.
     fn health_round_trip(&self) -> Result<()> {
-        self.writer.submit(Op::TouchHealth)?;
+        self.writer.count(Op::TouchHealth)?;
         health_read_back(self.reads.get()?.read_health()?)
+    }
+    fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
+        self.reads.get()?.count_by_state()
     }
     /// The writer's, then each pooled reader's (all of them, opened at once if need be).
     fn durability(&self) -> Result<Vec<Durability>> {

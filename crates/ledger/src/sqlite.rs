@@ -14,7 +14,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, params};
 
 pub use crate::error::{LedgerError, Result};
 pub use crate::state::{Change, HistoryRow, Row, State};
-pub use crate::store::{Durability, PURGE_CHUNK, Store};
+pub use crate::store::{Durability, InquiryRecord, PURGE_CHUNK, Store};
+use crate::store::{backoff_base_secs, backoff_cap_secs, last_error_text};
 
 /// The schema file at the repository root, built into every binary.
 pub const SCHEMA: &str = include_str!("../../../schema.sql");
@@ -23,7 +24,7 @@ pub const SCHEMA: &str = include_str!("../../../schema.sql");
 /// 2: `tx_history`, its triggers and `tx_actor`; 3: `relay_health` (`/healthz`); 4:
 /// `tx_inquiry` (resolve's backoff). The schema is idempotent: a file at any earlier version
 /// gets whatever it lacks.
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 // The transitions. Each names, in its WHERE, the state it leaves; its row count decides.
 const CLAIM_NEW: &str = "\
@@ -64,6 +65,24 @@ const TOUCH_HEALTH: &str = "\
 const READ_HEALTH: &str = "SELECT at FROM relay_health WHERE id = 1";
 const OLDEST_AGE: &str = "\
     SELECT (julianday('now') - julianday(min(updated_at))) * 86400.0 FROM tx WHERE state = ?1";
+// The side table of failed inquiries. The record of a GUID's n-th failure says when the
+// next inquiry is due: now + min(min_age × 2^(n-1), cap), by the database's clock. In the
+// DO UPDATE, `tx_inquiry.failures` is the count before this failure, n-1. ?3 is --min-age
+// (at most the cap, so that the shift cannot overflow), ?4 the cap, ?5 the largest shift.
+const RECORD_INQUIRY_FAILURE: &str = "\
+    INSERT INTO tx_inquiry (guid, failures, last_error, next_at) \
+    VALUES (?1, 1, ?2, datetime('now', '+' || ?3 || ' seconds')) \
+    ON CONFLICT (guid) DO UPDATE SET \
+        failures = tx_inquiry.failures + 1, \
+        last_error = excluded.last_error, \
+        next_at = datetime('now', '+' || \
+            min(?3 << max(0, min(tx_inquiry.failures, ?5)), ?4) || ' seconds') \
+    RETURNING guid, failures, last_error, next_at";
+const CLEAR_INQUIRY: &str = "DELETE FROM tx_inquiry WHERE guid = ?1";
+const PRUNE_INQUIRIES: &str = "\
+    DELETE FROM tx_inquiry WHERE NOT EXISTS ( \
+        SELECT 1 FROM tx WHERE tx.guid = tx_inquiry.guid AND tx.state IN ('UNKNOWN', 'SENT'))";
+const INQUIRY_COLUMNS: &str = "i.guid, i.failures, i.last_error, i.next_at";
 
 /// How long a statement waits for another writer before giving up (then: E905).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -82,6 +101,9 @@ impl FromSql for State {
 }
 
 const ROW_COLUMNS: &str = "guid, tx_code, state, rsp_code, request, response, attempts, updated_at";
+/// The same, where `tx` is joined with `tx_inquiry`.
+const TX_COLUMNS: &str = "tx.guid, tx.tx_code, tx.state, tx.rsp_code, tx.request, tx.response, tx.attempts, \
+     tx.updated_at";
 
 fn lenient_text(v: ValueRef<'_>) -> Option<String> {
     match v {
@@ -113,6 +135,20 @@ impl Row {
                 _ => None,
             },
             updated_at: lenient_text(r.get_ref(7)?).unwrap_or_default(),
+        })
+    }
+}
+
+impl InquiryRecord {
+    fn from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<InquiryRecord> {
+        Ok(InquiryRecord {
+            guid: lenient_text(r.get_ref(0)?).unwrap_or_default(),
+            failures: match r.get_ref(1)? {
+                ValueRef::Integer(i) => i,
+                _ => 0,
+            },
+            last_error: lenient_text(r.get_ref(2)?),
+            next_at: lenient_text(r.get_ref(3)?).unwrap_or_default(),
         })
     }
 }
@@ -331,6 +367,105 @@ impl Ledger {
         self.rows(&sql, params![state, age_modifier(min_age_secs, "seconds")])
     }
 
+    /// resolve's selection with its backoff: rows as `select_aged` finds them, less those
+    /// whose next inquiry is not due yet and those it has given up on (`max_inquiries`
+    /// failures or more).
+    pub fn select_due(
+        &self,
+        state: State,
+        min_age_secs: u64,
+        max_inquiries: u32,
+    ) -> Result<Vec<Row>> {
+        let sql = format!(
+            "SELECT {TX_COLUMNS} FROM tx LEFT JOIN tx_inquiry i ON i.guid = tx.guid \
+             WHERE tx.state = ?1 AND tx.updated_at <= datetime('now', ?2) \
+             AND (i.guid IS NULL OR (i.failures < ?3 AND i.next_at <= datetime('now'))) \
+             ORDER BY tx.updated_at, tx.guid"
+        );
+        self.rows(
+            &sql,
+            params![
+                state,
+                age_modifier(min_age_secs, "seconds"),
+                i64::from(max_inquiries)
+            ],
+        )
+    }
+
+    /// One more failed inquiry about `guid`, and when the next one is due (one statement).
+    pub fn record_inquiry_failure(
+        &self,
+        guid: &str,
+        error: &str,
+        min_age_secs: u64,
+    ) -> Result<InquiryRecord> {
+        Ok(self
+            .conn
+            .prepare_cached(RECORD_INQUIRY_FAILURE)?
+            .query_row(
+                params![
+                    guid,
+                    last_error_text(error),
+                    backoff_base_secs(min_age_secs),
+                    backoff_cap_secs(),
+                    crate::store::INQUIRY_BACKOFF_MAX_DOUBLINGS
+                ],
+                InquiryRecord::from_sql,
+            )?)
+    }
+
+    /// Forgets `guid`'s failed inquiries. True iff it had a record.
+    pub fn clear_inquiry(&self, guid: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached(CLEAR_INQUIRY)?
+            .execute(params![guid])?
+            == 1)
+    }
+
+    /// Forgets the failed inquiries of GUIDs no longer in doubt.
+    pub fn prune_inquiries(&self) -> Result<usize> {
+        Ok(self.conn.prepare_cached(PRUNE_INQUIRIES)?.execute([])?)
+    }
+
+    /// The GUIDs still in doubt with at least `max_inquiries` failed inquiries, by GUID.
+    pub fn needs_operator(&self, max_inquiries: u32) -> Result<Vec<InquiryRecord>> {
+        if !self.has_inquiry_table()? {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {INQUIRY_COLUMNS} FROM tx_inquiry i JOIN tx ON tx.guid = i.guid \
+             WHERE i.failures >= ?1 AND tx.state IN ('UNKNOWN', 'SENT') ORDER BY i.guid"
+        );
+        self.records(&sql, params![i64::from(max_inquiries)])
+    }
+
+    /// Every failure record, by GUID.
+    pub fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
+        if !self.has_inquiry_table()? {
+            return Ok(Vec::new());
+        }
+        let sql = format!("SELECT {INQUIRY_COLUMNS} FROM tx_inquiry i ORDER BY i.guid");
+        self.records(&sql, [])
+    }
+
+    /// A ledger opened as it is (`inspect`) may predate the side table.
+    fn has_inquiry_table(&self) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tx_inquiry'",
+            )?
+            .query_row([], |r| r.get::<_, i64>(0))?
+            > 0)
+    }
+
+    fn records(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<InquiryRecord>> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(params, InquiryRecord::from_sql)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// reprocess's selection: only what the ledger proves was never sent, below the attempt
     /// cap, oldest first, at most `limit` rows.
     pub fn select_resendable(&self, max_attempts: i64, limit: Option<u64>) -> Result<Vec<Row>> {
@@ -519,6 +654,29 @@ impl Store for Mutex<Ledger> {
     }
     fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
         lock(self).select_aged(state, min_age_secs)
+    }
+    fn select_due(&self, state: State, min_age_secs: u64, max_inquiries: u32) -> Result<Vec<Row>> {
+        lock(self).select_due(state, min_age_secs, max_inquiries)
+    }
+    fn record_inquiry_failure(
+        &self,
+        guid: &str,
+        error: &str,
+        min_age_secs: u64,
+    ) -> Result<InquiryRecord> {
+        lock(self).record_inquiry_failure(guid, error, min_age_secs)
+    }
+    fn clear_inquiry(&self, guid: &str) -> Result<bool> {
+        lock(self).clear_inquiry(guid)
+    }
+    fn prune_inquiries(&self) -> Result<usize> {
+        lock(self).prune_inquiries()
+    }
+    fn needs_operator(&self, max_inquiries: u32) -> Result<Vec<InquiryRecord>> {
+        lock(self).needs_operator(max_inquiries)
+    }
+    fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
+        lock(self).inquiry_records()
     }
     fn select_resendable(&self, max_attempts: i64, limit: Option<u64>) -> Result<Vec<Row>> {
         lock(self).select_resendable(max_attempts, limit)

@@ -8,12 +8,67 @@
 //! Every change is ONE guarded statement whose row count decides; no implementation reads a
 //! row to decide a write.
 
+use std::time::Duration;
+
+use serde::Serialize;
+
 use crate::error::Result;
 use crate::state::{Change, HistoryRow, Row, State};
 
 /// purge deletes at most this many rows per transaction, so that the write lock is never
 /// held long enough for a claim or a result to wait out its busy timeout.
 pub const PURGE_CHUNK: usize = 1000;
+
+/// After this many failed inquiries about one GUID, resolve stops asking and leaves it to an
+/// operator (`resolve --max-inquiries`, `inspect --max-inquiries`).
+pub const DEFAULT_MAX_INQUIRIES: u32 = 20;
+
+/// The longest wait between two inquiries about one GUID. After its n-th failed inquiry a
+/// GUID is not asked about again for `min(min_age × 2^(n-1), INQUIRY_BACKOFF_CAP)`, where
+/// `min_age` is the `--min-age` of the run that recorded the failure.
+pub const INQUIRY_BACKOFF_CAP: Duration = Duration::from_secs(3600);
+
+/// The longest doubling exponent the backoff computes with (the cap is reached long before:
+/// 1 s × 2^20 is 12 days), so that the arithmetic can never overflow.
+pub const INQUIRY_BACKOFF_MAX_DOUBLINGS: i64 = 20;
+
+/// How much of an inquiry's error text a record keeps.
+pub const LAST_ERROR_MAX_CHARS: usize = 500;
+
+/// One GUID's failed inquiries, as the side table `tx_inquiry` holds them (the `tx` table
+/// keeps the contract's columns only). A successful inquiry deletes the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InquiryRecord {
+    pub guid: String,
+    /// Inquiries that failed in a row.
+    pub failures: i64,
+    /// The last failure's error.
+    pub last_error: Option<String>,
+    /// The next inquiry is not made before this (UTC, `YYYY-MM-DD HH:MM:SS`, the database's
+    /// clock).
+    pub next_at: String,
+}
+
+/// `error` cut to `LAST_ERROR_MAX_CHARS` characters.
+pub fn last_error_text(error: &str) -> &str {
+    match error.char_indices().nth(LAST_ERROR_MAX_CHARS) {
+        Some((at, _)) => &error[..at],
+        None => error,
+    }
+}
+
+/// The backoff cap in whole seconds, as the SQL binds it.
+pub(crate) fn backoff_cap_secs() -> i64 {
+    INQUIRY_BACKOFF_CAP.as_secs() as i64
+}
+
+/// `--min-age` as the backoff's SQL binds it: never above the cap, so that doubling it
+/// cannot overflow.
+pub(crate) fn backoff_base_secs(min_age_secs: u64) -> i64 {
+    i64::try_from(min_age_secs)
+        .unwrap_or(i64::MAX)
+        .min(backoff_cap_secs())
+}
 
 pub trait Store: Send + Sync {
     /// The row for `guid`, if any.
@@ -29,6 +84,30 @@ pub trait Store: Send + Sync {
     fn transition(&self, change: &Change) -> Result<bool>;
     /// Rows in `state` unchanged for at least `min_age_secs`, oldest first.
     fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>>;
+    /// resolve's selection: rows in `state` unchanged for at least `min_age_secs` whose next
+    /// inquiry is due (no failure record, or one whose `next_at` has passed) and that have
+    /// failed fewer than `max_inquiries` inquiries, oldest first.
+    fn select_due(&self, state: State, min_age_secs: u64, max_inquiries: u32) -> Result<Vec<Row>>;
+    /// Counts one more failed inquiry about `guid` (creating its record at 1) with `error`,
+    /// and sets its next inquiry `min(min_age × 2^(failures-1), INQUIRY_BACKOFF_CAP)` from
+    /// now by the database's clock; one statement. Returns the record as it now is.
+    fn record_inquiry_failure(
+        &self,
+        guid: &str,
+        error: &str,
+        min_age_secs: u64,
+    ) -> Result<InquiryRecord>;
+    /// Deletes `guid`'s failure record (an inquiry succeeded). True iff there was one.
+    fn clear_inquiry(&self, guid: &str) -> Result<bool>;
+    /// Deletes the records of GUIDs no longer in doubt (settled by the relay, by hand, or
+    /// purged), one statement. Returns how many went.
+    fn prune_inquiries(&self) -> Result<usize>;
+    /// The GUIDs resolve has given up on: still `UNKNOWN` or `SENT`, with at least
+    /// `max_inquiries` failed inquiries; by GUID. Empty on a ledger that has no side table
+    /// yet (`inspect` opens any ledger read-only, as it is).
+    fn needs_operator(&self, max_inquiries: u32) -> Result<Vec<InquiryRecord>>;
+    /// Every failure record, by GUID (empty without the side table).
+    fn inquiry_records(&self) -> Result<Vec<InquiryRecord>>;
     /// `FAILED`/`E902` rows below `max_attempts`, oldest first, at most `limit`.
     fn select_resendable(&self, max_attempts: i64, limit: Option<u64>) -> Result<Vec<Row>>;
     /// `DONE` rows older than `days`, oldest first.

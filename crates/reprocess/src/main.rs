@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Parser;
 use cli::{DryRun, print_report};
 use ledger::Access;
-use ledger::batch;
+use ledger::batch::{self, DEFAULT_PARALLEL, MAX_PARALLEL};
 use ledger::core_client::CoreClient;
 use ledger::core_tls::TlsFiles;
 
@@ -41,6 +41,11 @@ struct Args {
     /// not hit by a storm. Default: all.
     #[arg(long, env = "REPROCESS_LIMIT")]
     limit: Option<u64>,
+    /// Rows resent at once, each over its own kept-alive connection to the core. The run
+    /// still stops claiming rows at the first one that finds the core unreachable.
+    #[arg(long, env = "REPROCESS_PARALLEL", default_value_t = DEFAULT_PARALLEL as u64,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_PARALLEL as u64))]
+    parallel: u64,
     /// List the rows that would be resent; no HTTP, no write.
     #[arg(long)]
     dry_run: bool,
@@ -74,7 +79,14 @@ fn main() -> ExitCode {
 
 fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
     let db = cli::db_arg::<Args>(&args.db);
-    let ledger = db.open(Access::Tool, "reprocess")?;
+    // Several rows at once: on SQLite through group commit, so that their settlements
+    // share fsyncs; one at a time, one connection as before.
+    let access = if args.parallel > 1 {
+        Access::Batch
+    } else {
+        Access::Tool
+    };
+    let ledger = db.open(access, "reprocess")?;
     // Checked even for --dry-run, so that a dry run also proves the settings.
     let core = CoreClient::with_tls(
         &args.core,
@@ -94,8 +106,14 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
             args.json,
         ));
     }
-    let summary = batch::reprocess(ledger.as_ref(), &core, args.max_attempts, args.limit)
-        .with_context(|| format!("ledger {}", db))?;
+    let summary = batch::reprocess(
+        ledger.as_ref(),
+        &core,
+        args.max_attempts,
+        args.limit,
+        args.parallel as usize,
+    )
+    .with_context(|| format!("ledger {}", db))?;
     counts.record(&summary);
     Ok(print_report("reprocess", &summary, args.json))
 }

@@ -7,9 +7,10 @@ use std::time::Duration;
 use clap::Parser;
 use cli::{DryRun, EXIT_FATAL, EXIT_LEFT, print_report};
 use ledger::Access;
-use ledger::batch::{self, ResolveError};
+use ledger::batch::{self, DEFAULT_PARALLEL, MAX_PARALLEL, ResolveError, ResolveSettings};
 use ledger::core_client::CoreClient;
 use ledger::core_tls::TlsFiles;
+use ledger::store::DEFAULT_MAX_INQUIRIES;
 use ledger::transfer::STALE_SENT_FLOOR;
 use log::Level;
 
@@ -59,6 +60,16 @@ struct Args {
     /// at least 60. Off by default, and only from the command line (no environment twin).
     #[arg(long, value_parser = stale_sent_secs)]
     stale_sent: Option<u64>,
+    /// Stop asking about a GUID after this many failed inquiries: it is left to an operator
+    /// (listed as needing one, exit 3). Each failure puts the GUID's next inquiry off,
+    /// doubling from --min-age up to an hour.
+    #[arg(long, env = "RESOLVE_MAX_INQUIRIES", default_value_t = DEFAULT_MAX_INQUIRIES,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_inquiries: u32,
+    /// Inquiries made at once, each over its own kept-alive connection to the core.
+    #[arg(long, env = "RESOLVE_PARALLEL", default_value_t = DEFAULT_PARALLEL as u64,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_PARALLEL as u64))]
+    parallel: u64,
     /// List the rows that would be examined; no inquiry, no write.
     #[arg(long)]
     dry_run: bool,
@@ -111,7 +122,14 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
         );
     }
     let db = cli::db_arg::<Args>(&args.db);
-    let ledger = db.open(Access::Tool, "resolve")?;
+    // Several rows at once: on SQLite through group commit, so that their settlements
+    // share fsyncs; one at a time, one connection as before.
+    let access = if args.parallel > 1 {
+        Access::Batch
+    } else {
+        Access::Tool
+    };
+    let ledger = db.open(access, "resolve")?;
     // Checked even for --dry-run, so that a dry run also proves the settings.
     let core = CoreClient::with_tls(
         &args.core,
@@ -123,15 +141,19 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
             key: args.core_key,
         },
     )?;
+    let settings = ResolveSettings::new(args.min_age)
+        .stale_sent(args.stale_sent)
+        .max_inquiries(args.max_inquiries)
+        .parallel(args.parallel as usize);
     if args.dry_run {
-        let rows = batch::resolve_candidates(ledger.as_ref(), args.min_age, args.stale_sent)?;
+        let rows = batch::resolve_candidates(ledger.as_ref(), &settings)?;
         return Ok(print_report(
             "resolve",
             &DryRun::new("resolve", &rows),
             args.json,
         ));
     }
-    match batch::resolve(ledger.as_ref(), &core, args.min_age, args.stale_sent) {
+    match batch::resolve(ledger.as_ref(), &core, &settings) {
         Ok(summary) => {
             counts.record(&summary);
             Ok(print_report("resolve", &summary, args.json))

@@ -3,5 +3,6 @@
 //! ledger rows AND the core's per-GUID booking counts.
 
 mod outcomes;
+mod parallel;
 mod races;
 mod selection;

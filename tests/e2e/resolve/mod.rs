@@ -3,7 +3,9 @@
 //! rows made by a real relay or by hand. Every test checks the ledger rows AND the core's
 //! per-GUID booking counts.
 
+mod backoff;
 mod canary;
+mod parallel;
 mod races;
 mod stale_sent;
 mod unknown;

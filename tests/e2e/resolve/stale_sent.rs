@@ -145,7 +145,23 @@ fn resolve_stale_sent_with_the_core_down_moves_sent_to_unknown() {
     assert_eq!(call(&relay.addr, &s1), short(&s1, &E_UNKNOWN));
     assert_eq!(core.total_bookings(), 0);
 
-    // A later run settles them (the core booked only G-SD-2).
+    // Each failed inquiry was counted, and puts the GUID's next one off by --min-age (the
+    // first of the backoff's doublings): a run now asks about none of them.
+    for g in ["G-SD-1", "G-SD-2", "G-SD-U"] {
+        assert_eq!(inquiry_failures(&s.db, g), Some(1), "{g}");
+    }
+    let r = resolve(
+        &s.db,
+        &core.url(),
+        &["--min-age", "0", "--stale-sent", "60", "--json"],
+    );
+    r.expect_code(EXIT_SETTLED);
+    assert_counts(&r.json(), &[("examined", 0)]);
+    assert_eq!(core.inquiries(), 0, "no inquiry before the backoff is over");
+
+    // Once they are due, a later run settles them (the core booked only G-SD-2), and the
+    // answered inquiries clear the records.
+    make_inquiries_due(&s.db);
     core.book(&s2);
     let r = resolve(
         &s.db,
@@ -157,6 +173,7 @@ fn resolve_stale_sent_with_the_core_down_moves_sent_to_unknown() {
     assert_done_as_booked(&s.db, &core, &s2);
     assert_failed_e902(&s.db, &u, 1);
     assert_eq!(core.total_bookings(), 1);
+    assert_eq!(inquiry_records(&s.db), vec![]);
 }
 
 #[test]

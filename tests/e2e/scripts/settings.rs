@@ -45,6 +45,8 @@ fn help_lists_every_setting_and_needs_none() {
                 "RESOLVE_READ_TIMEOUT_MS",
                 "RESOLVE_CORE_CA",
                 "RESOLVE_CORE_KEY",
+                "RESOLVE_MAX_INQUIRIES",
+                "RESOLVE_PARALLEL",
                 "LOCK_DIR",
                 "RELAY_BIN_DIR",
                 "RUST_LOG",
@@ -65,6 +67,7 @@ fn help_lists_every_setting_and_needs_none() {
                 "REPROCESS_READ_TIMEOUT_MS",
                 "REPROCESS_CORE_CA",
                 "REPROCESS_CORE_KEY",
+                "REPROCESS_PARALLEL",
                 "LOCK_DIR",
                 "RELAY_BIN_DIR",
                 "RUST_LOG",
@@ -422,4 +425,60 @@ fn timeout_variables_reach_the_tool_and_empty_ones_count_as_unset() {
             "{name}: the core may have it"
         );
     }
+}
+
+#[test]
+fn max_inquiries_and_parallel_variables_reach_the_tools_and_empty_ones_count_as_unset() {
+    let m = msg("G-SCR-INQ", 10, "");
+    let s = Scene::new().row(RowSpec::unknown(&m).age(HOUR)).build();
+    // No booking in the ledger, so no canary: the inquiry fails at the dead core.
+    let run = run_script(
+        "resolve.sh",
+        &["--json"],
+        &[
+            ("LEDGER_DB", s.db.arg()),
+            ("CORE_URL", &dead_url()),
+            ("RESOLVE_MAX_INQUIRIES", "1"),
+            ("RESOLVE_PARALLEL", ""),
+        ],
+    );
+    run.expect_code(EXIT_LEFT);
+    let line = running_line(&run);
+    assert!(
+        line.contains("max-inquiries 1") && line.contains("parallel default"),
+        "{line}"
+    );
+    assert_eq!(run.json()["needs_operator"][0]["guid"], "G-SCR-INQ");
+
+    let f = msg("G-SCR-PAR", 10, "");
+    let s = Scene::new()
+        .core(&[])
+        .row(RowSpec::failed(&f).age(HOUR))
+        .build();
+    let run = run_script(
+        "reprocess.sh",
+        &[],
+        &[
+            ("LEDGER_DB", s.db.arg()),
+            ("CORE_URL", &s.core().url()),
+            ("REPROCESS_PARALLEL", "2"),
+        ],
+    );
+    run.expect_code(EXIT_SETTLED);
+    assert!(
+        running_line(&run).contains("parallel 2"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(s.core().bookings("G-SCR-PAR"), 1);
+    let run = run_script(
+        "reprocess.sh",
+        &[],
+        &[
+            ("LEDGER_DB", s.db.arg()),
+            ("CORE_URL", &s.core().url()),
+            ("REPROCESS_PARALLEL", "0"),
+        ],
+    );
+    run.expect_code(EXIT_USAGE);
 }

@@ -8,6 +8,8 @@ use testkit::TempLedger;
 
 use super::coresim::Core;
 use super::messages::{booked_reply, guid_of, short};
+use super::process::Run;
+use super::scene::Scene;
 
 /// Asserts a DONE/0000 row whose stored reply is the one the relay would have built from
 /// `m` and the core's (first) booking of its GUID; returns that reply.
@@ -94,4 +96,29 @@ pub fn assert_counts(j: &Value, want: &[(&str, u64)]) {
     let got: Vec<(&str, Option<u64>)> = want.iter().map(|(k, _)| (*k, j[*k].as_u64())).collect();
     let want: Vec<(&str, Option<u64>)> = want.iter().map(|(k, v)| (*k, Some(*v))).collect();
     assert_eq!(got, want, "{j}");
+}
+
+/// Runs a batch tool (`run`: `Scene::resolve` or `Scene::reprocess`) with `args` and
+/// `--parallel 1 --json` on one scene and with `--parallel 8 --json` on another, both built
+/// by `scene`; asserts that both exit `code` and print the same summary. Returns the summary
+/// and the two scenes (one at a time, eight at once).
+pub fn same_summary_one_or_eight_at_once(
+    scene: impl Fn() -> Scene,
+    run: impl Fn(&Scene, &[&str]) -> Run,
+    args: &[&str],
+    code: u8,
+) -> (Value, Scene, Scene) {
+    let runs: Vec<(Value, Scene)> = ["1", "8"]
+        .into_iter()
+        .map(|k| {
+            let s = scene();
+            let r = run(&s, &[args, &["--parallel", k, "--json"]].concat());
+            r.expect_code(code);
+            (r.json(), s)
+        })
+        .collect();
+    let [(j1, one), (j8, many)]: [(Value, Scene); 2] =
+        runs.try_into().unwrap_or_else(|_| unreachable!());
+    assert_eq!(j1, j8, "the same summary, one at a time or eight at once");
+    (j8, one, many)
 }

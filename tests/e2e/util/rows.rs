@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
+use ledger::store::InquiryRecord;
 use ledger::{Row, State};
+use rusqlite::OptionalExtension;
 use testkit::TempLedger;
 use testkit::temp_ledger::Backend;
 
@@ -340,4 +342,69 @@ impl WriteLock {
         }
         self.release();
     }
+}
+
+/// Runs SQL by hand, as an operator would: `sqlite` on an SQLite ledger, `pg` on a
+/// PostgreSQL one.
+pub fn by_hand(db: &TempLedger, sqlite: &str, pg: &str) {
+    let mut hand = Hand::open(db);
+    match &hand {
+        Hand::Sqlite(_) => hand.batch(sqlite),
+        Hand::Postgres(_) => hand.batch(pg),
+    }
+}
+
+/// Every failed-inquiry record (the side table `tx_inquiry`), by GUID.
+pub fn inquiry_records(db: &TempLedger) -> Vec<InquiryRecord> {
+    db.store().inquiry_records().expect("read tx_inquiry")
+}
+
+/// How many inquiries about `guid` have failed in a row (`None`: no record).
+pub fn inquiry_failures(db: &TempLedger, guid: &str) -> Option<i64> {
+    inquiry_records(db)
+        .into_iter()
+        .find(|r| r.guid == guid)
+        .map(|r| r.failures)
+}
+
+/// Makes every failed GUID's next inquiry due now, instead of waiting out its backoff.
+pub fn make_inquiries_due(db: &TempLedger) {
+    by_hand(
+        db,
+        "UPDATE tx_inquiry SET next_at = datetime('now', '-1 seconds')",
+        "UPDATE tx_inquiry SET next_at = now() - interval '1 second'",
+    );
+}
+
+/// Seconds from now (the database's clock) until `guid`'s next inquiry is due (`None`: no
+/// record).
+pub fn inquiry_due_in(db: &TempLedger, guid: &str) -> Option<i64> {
+    match Hand::open(db) {
+        Hand::Sqlite(c) => c
+            .query_row(
+                "SELECT CAST(strftime('%s', next_at) AS INTEGER) - CAST(strftime('%s', 'now') AS INTEGER) \
+                 FROM tx_inquiry WHERE guid = ?1",
+                [guid],
+                |r| r.get(0),
+            )
+            .optional()
+            .expect("read tx_inquiry"),
+        Hand::Postgres(mut c) => c
+            .query_opt(
+                "SELECT extract(epoch FROM next_at - now())::bigint FROM tx_inquiry WHERE guid = $1",
+                &[&guid],
+            )
+            .expect("read tx_inquiry")
+            .map(|r| r.get(0)),
+    }
+}
+
+/// Asserts that `guid`'s next inquiry is due in about `secs` seconds.
+#[track_caller]
+pub fn assert_due_in(db: &TempLedger, guid: &str, secs: i64) {
+    let got = inquiry_due_in(db, guid).unwrap_or_else(|| panic!("{guid}: no record"));
+    assert!(
+        (secs - 5..=secs).contains(&got),
+        "{guid}: next inquiry in {got} s, want about {secs} s"
+    );
 }

@@ -28,6 +28,10 @@ struct Args {
     /// How long a `SLOW` memo makes the core think before booking, in milliseconds.
     #[arg(long, env = "CORESIM_SLOW_MS", default_value_t = 3000)]
     slow_ms: u64,
+    /// How long every inquiry (`GET /v1/transfers/{guid}`) makes the core think before it
+    /// answers, in milliseconds: a slow core for resolve's parallel inquiries.
+    #[arg(long, env = "CORESIM_INQUIRY_MS", default_value_t = 0)]
+    inquiry_ms: u64,
     /// Append every booking to this file (one JSON line each, flushed before the answer)
     /// and load it at start-up, so that bookings survive a restart. Without it the
     /// simulator forgets everything when it stops.
@@ -61,7 +65,7 @@ fn run() -> anyhow::Result<()> {
         Some(path) => Core::with_journal(slow, path)?,
         None => Core::new(slow),
     };
-    let core = Arc::new(core);
+    let core = Arc::new(core.inquiry_delay(Duration::from_millis(args.inquiry_ms)));
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
             let versions = if args.tls12 {

@@ -134,6 +134,8 @@ struct Book {
 pub struct Core {
     book: Mutex<Book>,
     slow: Duration,
+    /// How long an inquiry waits before it is answered (`--inquiry-ms`).
+    inquiry_delay: Duration,
 }
 
 impl Core {
@@ -149,6 +151,15 @@ impl Core {
                 journal: None,
             }),
             slow,
+            inquiry_delay: Duration::ZERO,
+        }
+    }
+
+    /// The same core, each of whose inquiries waits `delay` before it is answered.
+    pub fn inquiry_delay(self, delay: Duration) -> Self {
+        Core {
+            inquiry_delay: delay,
+            ..self
         }
     }
 
@@ -269,6 +280,9 @@ impl Core {
     }
 
     fn inquire(&self, guid: &str) -> Reply {
+        if !self.inquiry_delay.is_zero() {
+            thread::sleep(self.inquiry_delay);
+        }
         let mut book = self.lock();
         book.inquiries += 1;
         match book.by_guid.get(guid).and_then(|all| all.first()) {

@@ -255,6 +255,39 @@ fn slow_requests_proceed_concurrently() {
     assert_eq!(core.stats()["bookings"], 60);
 }
 
+#[test]
+fn inquiry_ms_slows_every_inquiry_and_they_proceed_concurrently() {
+    let core = Core::start(&["--inquiry-ms", "300"]);
+    let (_, booked) = core.post("I1", "rent");
+    let started = Instant::now();
+    assert_eq!(core.get("/v1/transfers/I1"), (200, booked));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+
+    let started = Instant::now();
+    thread::scope(|scope| {
+        let handles: Vec<_> = (0..20)
+            .map(|i| {
+                let core = &core;
+                scope.spawn(move || core.get(&format!("/v1/transfers/N{i}")).0)
+            })
+            .collect();
+        for handle in handles {
+            assert_eq!(handle.join().expect("client thread"), 404);
+        }
+    });
+    // Serialised, 20 × 300 ms would be 6 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(core.stats()["inquiries"], 21);
+    // A POST is not slowed.
+    let started = Instant::now();
+    core.post("I2", "rent");
+    assert!(started.elapsed() < Duration::from_millis(300));
+}
+
 // --- the journal (--journal): bookings survive a restart ---
 
 /// A core on `journal` whose stderr goes to `log` (appended).

@@ -1,12 +1,14 @@
 //! `reprocess`: resends only what the ledger proves was never sent, with the same GUID.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use log::{info, warn};
 use serde::Serialize;
 
-use super::stored_transfer;
+use super::{in_parallel, stored_transfer};
 use crate::core_client::CoreClient;
 use crate::error::LedgerError;
-use crate::state::State;
+use crate::state::{Row, State};
 use crate::store::Store;
 use crate::transfer::send_and_record;
 
@@ -24,70 +26,129 @@ pub struct ReprocessSummary {
     pub skipped: usize,
     /// Rows another writer claimed first.
     pub raced: usize,
-    /// The GUIDs not settled (FAILED again, UNKNOWN, not tried, skipped), for the operator.
+    /// The GUIDs not settled (FAILED again, UNKNOWN, not tried, skipped), for the operator;
+    /// sorted.
     pub unsettled: Vec<String>,
 }
 
-/// Resends FAILED/E902 rows below `max_attempts`, each claimed by one guarded UPDATE first.
-/// Stops sending at the first row that finds the core unreachable: the rest would only
-/// burn an attempt each.
+/// Resends FAILED/E902 rows below `max_attempts`, each claimed by one guarded UPDATE first,
+/// up to `parallel` at once (oldest first), over the core client's kept-alive connections;
+/// the first row sent goes alone. Stops sending at the first row that finds the core
+/// unreachable: the rest would only burn an attempt each. No claim is made after that; the
+/// sends already in flight (at most `parallel - 1`) finish, and every row not claimed is
+/// "not tried".
 pub fn reprocess(
     ledger: &dyn Store,
     core: &CoreClient,
     max_attempts: i64,
     limit: Option<u64>,
+    parallel: usize,
 ) -> Result<ReprocessSummary, LedgerError> {
+    let rows = ledger.select_resendable(max_attempts, limit)?;
+    let core_down = AtomicBool::new(false);
+    let resend = |row: &Row| resend(ledger, core, max_attempts, &core_down, row);
+    // One at a time until a row has been sent: a core that is down then costs one attempt,
+    // not `parallel` of them. Then the rest, `parallel` at once.
+    let mut outcomes = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let outcome = resend(row);
+        let sent = matches!(outcome, Resent::Sent(_));
+        outcomes.push(outcome);
+        if sent {
+            break;
+        }
+    }
+    outcomes.extend(in_parallel(&rows[outcomes.len()..], parallel, resend));
     let mut sum = ReprocessSummary::default();
-    let mut core_down = false;
-    for row in ledger.select_resendable(max_attempts, limit)? {
+    for (row, outcome) in rows.iter().zip(outcomes) {
         sum.examined += 1;
-        if core_down {
-            sum.not_tried += 1;
-            sum.unsettled.push(row.guid.clone());
-            continue;
-        }
-        let (t, req) = match stored_transfer(&row) {
-            Ok(x) => x,
-            Err(why) => {
-                warn!("guid={} skipped: {why}", row.guid);
-                sum.skipped += 1;
-                sum.unsettled.push(row.guid.clone());
-                continue;
+        let settled = match outcome {
+            Resent::NotTried => {
+                sum.not_tried += 1;
+                false
             }
-        };
-        let attempt = match ledger.reclaim_for_resend(&row.guid, max_attempts) {
-            Ok(Some(attempt)) => attempt,
-            Ok(None) => {
-                info!(
-                    "guid={} was claimed by another writer; left to it",
-                    row.guid
-                );
+            Resent::Skipped => {
+                sum.skipped += 1;
+                false
+            }
+            Resent::Raced => {
                 sum.raced += 1;
-                continue;
+                true
             }
-            Err(e) => {
-                warn!("guid={} skipped: cannot claim: {e}", row.guid);
-                sum.skipped += 1;
-                sum.unsettled.push(row.guid.clone());
-                continue;
+            Resent::Sent(state) => {
+                sum.sent += 1;
+                match state {
+                    Some(State::Done) => sum.done += 1,
+                    Some(State::Failed) => sum.failed += 1,
+                    Some(State::Unknown) => sum.unknown += 1,
+                    _ => sum.skipped += 1,
+                }
+                state == Some(State::Done)
             }
         };
-        sum.sent += 1;
-        let handled = send_and_record(ledger, core, None, &t, req, attempt);
-        let code = String::from_utf8_lossy(&handled.code);
-        info!("guid={} resent: {code}", row.guid);
-        match handled.state {
-            Some(State::Done) => sum.done += 1,
-            Some(State::Failed) => {
-                sum.failed += 1;
-                core_down = true;
-            }
-            Some(State::Unknown) => sum.unknown += 1,
-            _ => sum.skipped += 1,
-        }
-        if handled.state != Some(State::Done) {
+        if !settled {
             sum.unsettled.push(row.guid.clone());
         }
     }
+    sum.unsettled.sort();
     Ok(sum)
+}
+
+/// What became of one row.
+enum Resent {
+    /// The core was found unreachable before this row's turn.
+    NotTried,
+    /// No usable stored request, or the claim could not be written.
+    Skipped,
+    /// Another writer claimed it first.
+    Raced,
+    /// Claimed and sent; the state its result left the row in.
+    Sent(Option<State>),
+}
+
+fn resend(
+    ledger: &dyn Store,
+    core: &CoreClient,
+    max_attempts: i64,
+    core_down: &AtomicBool,
+    row: &Row,
+) -> Resent {
+    if core_down.load(Ordering::SeqCst) {
+        return Resent::NotTried;
+    }
+    let (t, req) = match stored_transfer(row) {
+        Ok(x) => x,
+        Err(why) => {
+            warn!("guid={} skipped: {why}", row.guid);
+            return Resent::Skipped;
+        }
+    };
+    // Checked again right before the claim: no claim after the core was found unreachable.
+    if core_down.load(Ordering::SeqCst) {
+        return Resent::NotTried;
+    }
+    let attempt = match ledger.reclaim_for_resend(&row.guid, max_attempts) {
+        Ok(Some(attempt)) => attempt,
+        Ok(None) => {
+            info!(
+                "guid={} was claimed by another writer; left to it",
+                row.guid
+            );
+            return Resent::Raced;
+        }
+        Err(e) => {
+            warn!("guid={} skipped: cannot claim: {e}", row.guid);
+            return Resent::Skipped;
+        }
+    };
+    let handled = send_and_record(ledger, core, None, &t, req, attempt);
+    let code = String::from_utf8_lossy(&handled.code);
+    info!("guid={} resent: {code}", row.guid);
+    if handled.state == Some(State::Failed) && !core_down.swap(true, Ordering::SeqCst) {
+        warn!(
+            "guid={} found the core unreachable: no more rows are sent in this run",
+            row.guid
+        );
+    }
+    Resent::Sent(handled.state)
 }

@@ -18,7 +18,10 @@ pub use url::{PgUrl, is_pg_url};
 use crate::error::{LedgerError, Result};
 use crate::metrics::metrics;
 use crate::state::{Change, HistoryRow, Row, State};
-use crate::store::{Durability, Store};
+use crate::store::{
+    Durability, INQUIRY_BACKOFF_MAX_DOUBLINGS, InquiryRecord, Store, backoff_base_secs,
+    backoff_cap_secs, last_error_text,
+};
 
 /// The schema, built into every binary.
 pub const SCHEMA: &str = include_str!("../../../../schema.postgres.sql");
@@ -84,6 +87,42 @@ const PURGE_CHUNK: &str = "\
         AND updated_at < now() - make_interval(days => $1) \
         ORDER BY updated_at LIMIT $2) \
     AND state = 'DONE' AND updated_at < now() - make_interval(days => $1)";
+
+// The side table of failed inquiries (see the SQLite twin): the n-th failure of a GUID sets
+// its next inquiry to now + min(min_age × 2^(n-1), cap) by the server's clock. $3 is
+// --min-age (at most the cap), $4 the cap, $5 the largest shift.
+const RECORD_INQUIRY_FAILURE: &str = "\
+    INSERT INTO tx_inquiry AS i (guid, failures, last_error, next_at) \
+    VALUES ($1, 1, $2, now() + make_interval(secs => $3::bigint)) \
+    ON CONFLICT (guid) DO UPDATE SET \
+        failures = i.failures + 1, \
+        last_error = excluded.last_error, \
+        next_at = now() + make_interval(secs => \
+            LEAST($3::bigint << GREATEST(0, LEAST(i.failures, $5::integer)), $4::bigint)) \
+    RETURNING guid, failures, last_error, \
+        to_char(next_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')";
+const CLEAR_INQUIRY: &str = "DELETE FROM tx_inquiry WHERE guid = $1";
+const PRUNE_INQUIRIES: &str = "\
+    DELETE FROM tx_inquiry i WHERE NOT EXISTS ( \
+        SELECT 1 FROM tx WHERE tx.guid = i.guid AND tx.state IN ('UNKNOWN', 'SENT'))";
+const SELECT_DUE: &str = "\
+    SELECT tx.guid, tx.tx_code, tx.state, tx.rsp_code, tx.request, tx.response, tx.attempts, \
+        to_char(tx.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') \
+    FROM tx LEFT JOIN tx_inquiry i ON i.guid = tx.guid \
+    WHERE tx.state = $1 AND tx.updated_at <= now() - make_interval(secs => $2) \
+    AND (i.guid IS NULL OR (i.failures < $3 AND i.next_at <= now())) \
+    ORDER BY tx.updated_at, tx.guid";
+const NEEDS_OPERATOR: &str = "\
+    SELECT i.guid, i.failures, i.last_error, \
+        to_char(i.next_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') \
+    FROM tx_inquiry i JOIN tx ON tx.guid = i.guid \
+    WHERE i.failures >= $1 AND tx.state IN ('UNKNOWN', 'SENT') ORDER BY i.guid";
+const INQUIRY_RECORDS: &str = "\
+    SELECT guid, failures, last_error, \
+        to_char(next_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') \
+    FROM tx_inquiry ORDER BY guid";
+/// `inspect` opens a ledger as it is: the side table may not exist yet.
+const HAS_INQUIRY_TABLE: &str = "SELECT to_regclass('tx_inquiry') IS NOT NULL";
 
 /// Owned statement parameters, moved to the connection's thread.
 struct Params(Vec<Box<dyn ToSql + Sync + Send>>);
@@ -205,6 +244,22 @@ impl PgStore {
         })
     }
 
+    /// Failure records, unless the side table does not exist (a ledger opened read-only).
+    fn records(&self, sql: &'static str, params: Params) -> Result<Vec<InquiryRecord>> {
+        self.pool.run("reading failed inquiries", move |c| {
+            let has = c.prepared(HAS_INQUIRY_TABLE)?;
+            if !c.client.query_one(&has, &[])?.get::<_, bool>(0) {
+                return Ok(Vec::new());
+            }
+            let st = c.prepared(sql)?;
+            c.client
+                .query(&st, &params.refs())?
+                .iter()
+                .map(record)
+                .collect()
+        })
+    }
+
     /// A guarded UPDATE … RETURNING attempts: the attempt won, if any.
     fn claim_returning(
         &self,
@@ -222,6 +277,15 @@ impl PgStore {
         metrics().commit(1, started.elapsed());
         Ok(won)
     }
+}
+
+fn record(r: &postgres::Row) -> std::result::Result<InquiryRecord, postgres::Error> {
+    Ok(InquiryRecord {
+        guid: r.try_get(0)?,
+        failures: r.try_get::<_, i32>(1)?.into(),
+        last_error: r.try_get(2)?,
+        next_at: r.try_get(3)?,
+    })
 }
 
 fn row(r: &postgres::Row) -> std::result::Result<Row, postgres::Error> {
@@ -315,6 +379,56 @@ impl Store for PgStore {
             sql,
             params![attempts(max_attempts), limit(lim)],
         )
+    }
+
+    fn select_due(&self, state: State, min_age_secs: u64, max_inquiries: u32) -> Result<Vec<Row>> {
+        self.rows(
+            "selecting rows",
+            SELECT_DUE,
+            params![
+                state.as_str(),
+                min_age_secs as f64,
+                i32::try_from(max_inquiries).unwrap_or(i32::MAX)
+            ],
+        )
+    }
+
+    fn record_inquiry_failure(
+        &self,
+        guid: &str,
+        error: &str,
+        min_age_secs: u64,
+    ) -> Result<InquiryRecord> {
+        let p = params![
+            guid.to_string(),
+            last_error_text(error).to_string(),
+            backoff_base_secs(min_age_secs),
+            backoff_cap_secs(),
+            INQUIRY_BACKOFF_MAX_DOUBLINGS as i32,
+        ];
+        self.pool.run("recording a failed inquiry", move |c| {
+            let st = c.prepared(RECORD_INQUIRY_FAILURE)?;
+            record(&c.client.query_one(&st, &p.refs())?)
+        })
+    }
+
+    fn clear_inquiry(&self, guid: &str) -> Result<bool> {
+        let p = params![guid.to_string()];
+        Ok(self.execute("clearing failed inquiries", CLEAR_INQUIRY, p)? == 1)
+    }
+
+    fn prune_inquiries(&self) -> Result<usize> {
+        let n = self.execute("pruning failed inquiries", PRUNE_INQUIRIES, params![])?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    fn needs_operator(&self, max_inquiries: u32) -> Result<Vec<InquiryRecord>> {
+        let max = i32::try_from(max_inquiries).unwrap_or(i32::MAX);
+        self.records(NEEDS_OPERATOR, params![max])
+    }
+
+    fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
+        self.records(INQUIRY_RECORDS, params![])
     }
 
     fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {

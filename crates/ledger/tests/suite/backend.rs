@@ -148,6 +148,28 @@ impl Backend {
         self.by_hand(&sql).unwrap();
     }
 
+    /// Runs SQL by hand: `sqlite` on an SQLite ledger, `pg` on a PostgreSQL one.
+    pub fn exec(&self, sqlite: &str, pg: &str) {
+        match &self.db {
+            Db::Sqlite(path) => rusqlite::Connection::open(path)
+                .unwrap()
+                .execute_batch(sqlite)
+                .unwrap(),
+            Db::Postgres(_) => postgres::Client::connect(&self.arg, postgres::NoTls)
+                .unwrap()
+                .batch_execute(pg)
+                .unwrap(),
+        }
+    }
+
+    /// Makes every failed GUID's next inquiry due now.
+    pub fn make_inquiries_due(&self) {
+        self.exec(
+            "UPDATE tx_inquiry SET next_at = datetime('now', '-1 seconds')",
+            "UPDATE tx_inquiry SET next_at = now() - interval '1 second'",
+        );
+    }
+
     /// A row with only the columns the contract requires (guid, state, updated_at).
     pub fn put_bare(&self, guid: &str, state: &str) {
         match &self.db {

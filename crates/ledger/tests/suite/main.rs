@@ -4,6 +4,8 @@
 
 mod backend;
 mod history;
+mod inquiries;
+mod parallel;
 mod races;
 mod transitions;
 
@@ -42,4 +44,13 @@ for_each_backend!(
     races::fifty_threads_reclaiming_one_failed_guid_one_wins,
     races::two_reprocess_runs_at_once_send_each_row_once,
     races::resolve_racing_the_relay_never_books_twice,
+    inquiries::failed_inquiries_count_up_and_back_off_doubling_to_the_cap,
+    inquiries::resolve_selects_only_rows_whose_inquiry_is_due_and_not_given_up,
+    inquiries::needs_operator_lists_only_guids_still_in_doubt_and_prune_forgets_the_rest,
+    inquiries::a_ledger_from_before_the_side_table_reads_no_records_and_gets_it,
+    inquiries::failures_recorded_at_once_are_each_counted,
+    parallel::parallel_resolve_settles_every_row_once,
+    parallel::parallel_reprocess_sends_every_row_once,
+    parallel::two_parallel_reprocess_runs_at_once_send_each_row_once,
+    parallel::parallel_reprocess_stops_claiming_once_the_core_is_unreachable,
 );

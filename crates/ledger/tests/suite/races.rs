@@ -71,7 +71,12 @@ pub fn fifty_threads_reclaiming_one_failed_guid_one_wins(b: &Backend) {
 }
 
 /// A core simulator of our own for the races that send.
-fn coresim(slow_ms: u64) -> (std::process::Child, String) {
+pub fn coresim() -> (std::process::Child, String) {
+    coresim_slow(300)
+}
+
+/// The same, whose `SLOW` memos sleep `slow_ms`.
+pub fn coresim_slow(slow_ms: u64) -> (std::process::Child, String) {
     let mut cmd = std::process::Command::new(bin("coresim"));
     cmd.args(["--listen", "127.0.0.1:0", "--slow-ms", &slow_ms.to_string()])
         .stderr(std::process::Stdio::null());
@@ -79,7 +84,7 @@ fn coresim(slow_ms: u64) -> (std::process::Child, String) {
     (child, format!("http://{addr}"))
 }
 
-struct Killed(std::process::Child);
+pub struct Killed(pub std::process::Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -90,7 +95,7 @@ impl Drop for Killed {
 
 pub fn two_reprocess_runs_at_once_send_each_row_once(b: &Backend) {
     const N: usize = 20;
-    let (child, url) = coresim(300);
+    let (child, url) = coresim();
     let _core = Killed(child);
     let setup = b.tool();
     let msgs: Vec<Vec<u8>> = (0..N)
@@ -133,7 +138,7 @@ pub fn two_reprocess_runs_at_once_send_each_row_once(b: &Backend) {
                         Duration::from_millis(5000),
                     )
                     .unwrap();
-                    batch::reprocess(store.as_ref(), &core, 5, None).unwrap()
+                    batch::reprocess(store.as_ref(), &core, 5, None, 1).unwrap()
                 })
             })
             .collect();
@@ -164,8 +169,9 @@ pub fn resolve_racing_the_relay_never_books_twice(b: &Backend) {
     // settlement (SENT -> DONE or FAILED by inquiry) race for the same rows: whichever wins,
     // each GUID is booked once and its row ends DONE.
     const N: usize = 10;
-    // Slow enough that resolve runs while the core still works on every transfer.
-    let (child, url) = coresim(2000);
+    // The core sleeps long enough on each request for resolve to select every row while
+    // it is still SENT (a shorter sleep let some relays settle first on a slow machine).
+    let (child, url) = coresim_slow(2000);
     let _core = Killed(child);
     let relay_store = b.open(Access::Relay);
     let core = CoreClient::new(
@@ -201,11 +207,12 @@ pub fn resolve_racing_the_relay_never_books_twice(b: &Backend) {
         while tool.select_aged(State::Sent, 0).unwrap().len() < N {
             std::thread::yield_now();
         }
-        for i in 0..N {
-            age(b, &format!("G-RR-{i}"));
-        }
-        let sum = batch::resolve(tool.as_ref(), &core, 60, Some(60)).unwrap();
-        assert!(sum.examined >= 1, "resolve raced no relay: {sum:?}");
+        age_all(b, "G-RR-");
+        let settings = batch::ResolveSettings::new(60)
+            .stale_sent(Some(60))
+            .parallel(1);
+        let sum = batch::resolve(tool.as_ref(), &core, &settings).unwrap();
+        assert_eq!(sum.examined, N);
         for h in relays {
             let handled = h.join().unwrap();
             assert!(matches!(&handled.code, b"0000" | b"E901"), "{handled:?}");
@@ -214,7 +221,12 @@ pub fn resolve_racing_the_relay_never_books_twice(b: &Backend) {
     // Anything left FAILED (an inquiry answered 404 before the booking, then the late
     // booking moved it back) or UNKNOWN is settled by a later resolve, never by a resend.
     let tool = b.tool();
-    batch::resolve(tool.as_ref(), &core, 0, None).unwrap();
+    batch::resolve(
+        tool.as_ref(),
+        &core,
+        &batch::ResolveSettings::new(0).parallel(1),
+    )
+    .unwrap();
     for i in 0..N {
         let g = format!("G-RR-{i}");
         assert_eq!(http.bookings(&g).unwrap(), 1, "{g}");
@@ -223,15 +235,18 @@ pub fn resolve_racing_the_relay_never_books_twice(b: &Backend) {
     }
 }
 
-/// Moves a row's `updated_at` two minutes back.
-fn age(b: &Backend, guid: &str) {
+/// Moves the `updated_at` of every row whose GUID starts with `prefix` two minutes back, in
+/// one statement.
+fn age_all(b: &Backend, prefix: &str) {
+    let pattern = format!("{prefix}%");
     match &b.db {
         ledger::Db::Sqlite(path) => {
             rusqlite::Connection::open(path)
                 .unwrap()
                 .execute(
-                    "UPDATE tx SET updated_at = datetime('now', '-120 seconds') WHERE guid = ?1",
-                    [guid],
+                    "UPDATE tx SET updated_at = datetime('now', '-120 seconds') \
+                     WHERE guid LIKE ?1",
+                    [&pattern],
                 )
                 .unwrap();
         }
@@ -239,8 +254,9 @@ fn age(b: &Backend, guid: &str) {
             postgres::Client::connect(&b.arg, postgres::NoTls)
                 .unwrap()
                 .execute(
-                    "UPDATE tx SET updated_at = now() - interval '120 seconds' WHERE guid = $1",
-                    &[&guid],
+                    "UPDATE tx SET updated_at = now() - interval '120 seconds' \
+                     WHERE guid LIKE $1",
+                    &[&pattern],
                 )
                 .unwrap();
         }

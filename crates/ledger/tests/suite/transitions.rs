@@ -168,7 +168,7 @@ pub fn the_newest_booking_is_the_canary(b: &Backend) {
 }
 
 pub fn every_connection_commits_durably(b: &Backend) {
-    for access in [Access::Relay, Access::Tool] {
+    for access in [Access::Relay, Access::Tool, Access::Batch] {
         let all = b.open(access).durability().unwrap();
         assert!(!all.is_empty());
         for d in all {

@@ -328,30 +328,37 @@ impl LedgerDb {
         store.all_rows().context("cannot read the ledger")
     }
 
-    /// Makes every SENT row look `secs` old (for quiescing only: see the caller). The one
-    /// write the run makes by hand, in each backend's SQL.
+    /// Makes every SENT row look `secs` old (for quiescing only: see the caller).
     fn age_sent_rows(&self, secs: u64) -> anyhow::Result<()> {
+        self.by_hand(
+            &format!("UPDATE tx SET updated_at = datetime('now', '-{secs} seconds') WHERE state = 'SENT'"),
+            &format!("UPDATE tx SET updated_at = now() - make_interval(secs => {secs}) WHERE state = 'SENT'"),
+        )
+        .context("cannot age SENT rows")
+    }
+
+    /// Makes every failed GUID's next inquiry due now (for quiescing only: see the caller).
+    fn make_inquiries_due(&self) -> anyhow::Result<()> {
+        self.by_hand(
+            "UPDATE tx_inquiry SET next_at = datetime('now', '-1 seconds')",
+            "UPDATE tx_inquiry SET next_at = now() - interval '1 second'",
+        )
+        .context("cannot make inquiries due")
+    }
+
+    /// The writes the run makes by hand, in each backend's SQL.
+    fn by_hand(&self, sqlite: &str, pg: &str) -> anyhow::Result<()> {
         match self {
             LedgerDb::Sqlite(path) => {
                 let l = Ledger::open(path)
                     .with_context(|| format!("cannot open {}", path.display()))?;
-                l.connection()
-                    .execute(
-                        "UPDATE tx SET updated_at = datetime('now', ?1) WHERE state = 'SENT'",
-                        [format!("-{secs} seconds")],
-                    )
-                    .context("cannot age SENT rows")?;
+                l.connection().execute_batch(sqlite)?;
             }
             LedgerDb::Postgres { url, .. } => {
                 let mut c = postgres::Client::connect(url, postgres::NoTls).with_context(|| {
                     format!("cannot connect to {}", ledger::postgres::url::mask(url))
                 })?;
-                c.execute(
-                    "UPDATE tx SET updated_at = now() - make_interval(secs => $1) \
-                     WHERE state = 'SENT'",
-                    &[&(secs as f64)],
-                )
-                .context("cannot age SENT rows")?;
+                c.batch_execute(pg)?;
             }
         }
         Ok(())

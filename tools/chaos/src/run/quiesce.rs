@@ -125,6 +125,10 @@ impl Run<'_> {
             "0",
             "--stale-sent",
             &STALE_SENT_SECS.to_string(),
+            // The run's core outages may have counted failed inquiries against some GUIDs;
+            // settling must never give up on one.
+            "--max-inquiries",
+            "1000000",
         ]);
         let reprocess_args = self.tool_args(&[
             "--max-attempts",
@@ -151,7 +155,10 @@ impl Run<'_> {
             rounds = round;
             // No relay runs and no tool is mid-call, so no SENT row can still be waited on:
             // instead of waiting out resolve's stale-sent floor, move those rows' clock past it.
+            // Likewise the backoff of inquiries that failed during the run's core outages: the
+            // core is up now, so every GUID's next inquiry is made due.
             self.ledger.age_sent_rows(STALE_SENT_SECS + 1)?;
+            self.ledger.make_inquiries_due()?;
             for tool in &tools {
                 tool.run_logged(&bench, &mut settle, self.interrupted);
             }
