@@ -205,7 +205,9 @@ fn a_client_certificate_required_and_missing_is_e901_under_tls13_and_nothing_is_
     );
     run.expect_code(EXIT_LEFT);
     assert_eq!(db.state("G-TLS-MTLS-MISSING"), Some(State::Unknown));
-    // With it, the core says it never booked the GUID: FAILED, and reprocess books it once.
+    // With it (the failed inquiry's backoff waited out), the core says it never booked the
+    // GUID: FAILED, and reprocess books it once.
+    make_inquiries_due(&db);
     let run = resolve(
         &db,
         &core.url(),
