@@ -10,9 +10,6 @@ use crate::util::*;
 /// that row until COMMIT. A resolve run started meanwhile must start, and a relay's claim
 /// of another GUID must not wait for either of them.
 #[test]
-#[ignore = "fails today: each tool's start-up runs CREATE INDEX IF NOT EXISTS, which takes a \
-            SHARE lock on tx even when the index exists, so it waits behind the open UPDATE \
-            (the tool exits 1 after lock_timeout, 5 s) and every claim queues behind it"]
 fn a_tool_starting_beside_an_open_transaction_starts_and_holds_no_claim_back() {
     skip_if_unavailable!();
     let held = msg("G-OP-HELD", 5, "");

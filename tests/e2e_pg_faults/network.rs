@@ -134,13 +134,7 @@ fn a_cut_and_a_black_hole_cost_e905_within_the_deadline() {
 /// then closed while new ones go through (a one-way partition, then a reset): the relay
 /// cannot know it won, so it must count the claim as not won — contract §7: `E905`, core not
 /// called (and `resolve --stale-sent` settles the row).
-///
-/// Fails today: the pool runs the INSERT once more on a new connection (a broken connection
-/// is retried, `postgres::pool::Pool::run_by`), finds the row its first attempt committed,
-/// counts the claim as lost and answers from the row: `E903`, state SENT, nothing logged. As
-/// safe (the core is not called), but not what §7 says.
 #[test]
-#[ignore = "the relay answers E903, not E905 (a retried claim finds its own row): reported"]
 fn a_claim_whose_commit_answer_is_lost_is_answered_e905() {
     let Some(server) = own_server(None) else {
         return;

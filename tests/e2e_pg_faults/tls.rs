@@ -229,7 +229,6 @@ fn tls_modes_certificates_and_passwords() {
 /// channel binding" (jbg/tokio-postgres-rustls#32; 0.14.0 parses a `Certificate`). With the
 /// default `channel_binding=prefer` the login goes through without binding (above).
 #[test]
-#[ignore = "tokio-postgres-rustls 0.13 never offers channel binding (fixed in 0.14)"]
 fn channel_binding_over_tls() {
     let ca = Ca::new("txrelay test CA");
     let Some(server) = tls_server(&ca) else {

@@ -139,14 +139,10 @@ fn run(args: Args) -> anyhow::Result<u8> {
     let addr = relay
         .local_addr()
         .context("cannot read the bound address")?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "listening on {addr}")
-        .and_then(|()| out.flush())
-        .context("cannot write to stdout")?;
-    drop(out);
 
     // SIGTERM / SIGINT: stop accepting, finish what is in flight, exit 0. A second signal
-    // changes nothing: in-flight requests are bounded by the core timeouts anyway.
+    // changes nothing: in-flight requests are bounded by the core timeouts anyway. Installed
+    // before `listening on`, so that a signal sent as soon as that line appears is handled.
     let handle = relay
         .shutdown_handle()
         .context("cannot read the bound address")?;
@@ -157,6 +153,12 @@ fn run(args: Args) -> anyhow::Result<u8> {
             handle.shutdown();
         }
     });
+
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "listening on {addr}")
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")?;
+    drop(out);
     relay.serve();
     info!("shut down cleanly");
     Ok(cli::EXIT_SETTLED)

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use postgres::types::ToSql;
 
-use pool::Pool;
 pub use pool::Settings;
+use pool::{PgConn, Pool};
 pub use url::{PgUrl, is_pg_url};
 
 use crate::error::{LedgerError, Result};
@@ -28,6 +28,24 @@ pub const SCHEMA: &str = include_str!("../../../../schema.postgres.sql");
 
 /// Tools starting together take this advisory lock to apply the schema one at a time.
 const SCHEMA_LOCK: i64 = 0x7478_7265_6c61_7900; // "txrelay"
+
+/// Bumped whenever `SCHEMA` changes; the table `ledger_schema` records what a ledger has
+/// seen (the tools apply the schema only when it says less).
+const SCHEMA_VERSION: i32 = 1;
+
+/// The schema version a ledger records (0: none yet).
+fn schema_version(c: &mut postgres::Client) -> std::result::Result<i32, postgres::Error> {
+    let exists: bool = c
+        .query_one("SELECT to_regclass('ledger_schema') IS NOT NULL", &[])?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let v: Option<i32> = c
+        .query_one("SELECT max(version) FROM ledger_schema", &[])?
+        .get(0);
+    Ok(v.unwrap_or(0))
+}
 
 /// How long applying the schema may wait (behind another tool doing the same).
 const SCHEMA_DEADLINE: Duration = Duration::from_secs(30);
@@ -168,11 +186,29 @@ impl PgStore {
                 "applying the schema",
                 Instant::now() + SCHEMA_DEADLINE,
                 |c| {
+                    // Applied once per schema version: DDL on a ledger in use would queue
+                    // behind any open write transaction (CREATE INDEX IF NOT EXISTS takes a
+                    // table lock even when the index exists) and hold every claim back.
+                    if schema_version(&mut c.client)? >= SCHEMA_VERSION {
+                        return Ok(());
+                    }
                     c.client.batch_execute(&format!(
-                        "SET statement_timeout = 0; SELECT pg_advisory_lock({SCHEMA_LOCK}); \
-                         {SCHEMA}; SELECT pg_advisory_unlock({SCHEMA_LOCK}); \
-                         RESET statement_timeout;"
-                    ))
+                        "SET statement_timeout = 0; SELECT pg_advisory_lock({SCHEMA_LOCK})"
+                    ))?;
+                    let applied = if schema_version(&mut c.client)? >= SCHEMA_VERSION {
+                        Ok(())
+                    } else {
+                        c.client.batch_execute(&format!(
+                            "BEGIN; {SCHEMA}; \
+                             CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL); \
+                             INSERT INTO ledger_schema (version) VALUES ({SCHEMA_VERSION}); \
+                             COMMIT;"
+                        ))
+                    };
+                    let unlocked = c.client.batch_execute(&format!(
+                        "SELECT pg_advisory_unlock({SCHEMA_LOCK}); RESET statement_timeout"
+                    ));
+                    applied.and(unlocked)
                 },
             )
         };
@@ -267,14 +303,35 @@ impl PgStore {
         sql: &'static str,
         params: Params,
     ) -> Result<Option<i64>> {
-        let started = Instant::now();
-        let won = self.pool.run(what, move |c| {
+        self.claim(what, move |c| {
             let st = c.prepared(sql)?;
             Ok(c.client
                 .query_opt(&st, &params.refs())?
                 .map(|r| r.get::<_, i32>(0).into()))
-        })?;
+        })
+    }
+
+    /// A claim (`f` says what it won, if anything). If the connection broke during its
+    /// first run, the statement runs again on a new connection; but if it then wins nothing,
+    /// the first run's COMMIT may have been the one that won, and nobody can know: such a
+    /// claim counts as not won and as a ledger error (E905, no core call; contract §7).
+    fn claim<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        f: impl Fn(&mut PgConn) -> std::result::Result<Option<T>, postgres::Error>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Result<Option<T>> {
+        let started = Instant::now();
+        let (won, reran) = self.pool.run_noting_rerun(what, self.pool.deadline(), f)?;
         metrics().commit(1, started.elapsed());
+        if reran && won.is_none() {
+            return Err(LedgerError::Unavailable(format!(
+                "{what}: the connection broke while the claim was committed, and its \
+                 second run found the row taken: the first may have won; not claimed"
+            )));
+        }
         Ok(won)
     }
 }
@@ -325,7 +382,11 @@ impl Store for PgStore {
 
     fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
         let p = params![guid.to_string(), tx_code.to_string(), request.to_vec()];
-        Ok(self.execute("claiming", CLAIM_NEW, p)? == 1)
+        let won = self.claim("claiming", move |c| {
+            let st = c.prepared(CLAIM_NEW)?;
+            Ok((c.client.execute(&st, &p.refs())? == 1).then_some(()))
+        })?;
+        Ok(won.is_some())
     }
 
     fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {

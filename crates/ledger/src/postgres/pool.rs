@@ -126,14 +126,30 @@ impl Pool {
         deadline: Instant,
         f: impl Fn(&mut PgConn) -> std::result::Result<T, postgres::Error> + Send + Sync + 'static,
     ) -> Result<T> {
+        self.run_noting_rerun(what, deadline, f).map(|(v, _)| v)
+    }
+
+    /// `run_by`, saying whether `f` had to run a second time: a claim that loses on its
+    /// second run may have been won by its first, whose commit outcome is unknown.
+    pub fn run_noting_rerun<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        deadline: Instant,
+        f: impl Fn(&mut PgConn) -> std::result::Result<T, postgres::Error> + Send + Sync + 'static,
+    ) -> Result<(T, bool)> {
         let f: Arc<Op<T>> = Arc::new(f);
         match self.try_once(what, deadline, Arc::clone(&f)) {
             Err(LedgerError::Pg(e)) if e.as_db_error().is_none() && Instant::now() < deadline => {
                 self.drop_idle();
-                self.try_once(what, deadline, f)
+                self.try_once(what, deadline, f).map(|v| (v, true))
             }
-            other => other,
+            other => other.map(|v| (v, false)),
         }
+    }
+
+    /// The operation deadline from now.
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + self.settings.op_deadline
     }
 
     fn try_once<T: Send + 'static>(
@@ -142,6 +158,7 @@ impl Pool {
         deadline: Instant,
         f: Arc<Op<T>>,
     ) -> Result<T> {
+        let started = Instant::now();
         let worker = self.checkout(what, deadline)?;
         let (tx, rx) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |c| {
@@ -172,7 +189,7 @@ impl Pool {
                 self.forget(); // dropping `worker` lets its thread end once the call returns
                 Err(LedgerError::Deadline {
                     what,
-                    after: self.settings.op_deadline,
+                    after: started.elapsed(),
                 })
             }
         }
@@ -266,6 +283,7 @@ impl Pool {
     /// Starts a connection's thread and waits (up to `deadline`) until it is connected and
     /// its session is set up.
     fn connect(&self, what: &'static str, deadline: Instant) -> Result<Worker> {
+        let started = Instant::now();
         let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(1);
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<()>>(1);
         let mut config = self.url.config.clone();
@@ -309,7 +327,7 @@ impl Pool {
             Ok(Err(e)) => Err(e),
             Err(_) => Err(LedgerError::Deadline {
                 what: "connecting to the database",
-                after: self.settings.op_deadline,
+                after: started.elapsed(),
             }),
         }
     }
