@@ -19,10 +19,19 @@ usage: scripts/bench.sh [--quick] [--secs N] [--out FILE]
   --help      this text
 
 Builds with `cargo build --release --workspace --bins --quiet`, then runs:
-  C in {1, 8, 64} x {relay, direct}  resend ratio 0.1 (direct: resend slots are new GUIDs)
+  C in {1, 8, 64} x {relay, pg-relay, direct}
+                                      resend ratio 0.1 (direct: resend slots are new GUIDs);
+                                      pg-relay: the relay on a PostgreSQL ledger (a throwaway
+                                      server started here; skipped if PostgreSQL is missing)
+  relay-c64-nohist, relay-c64-nolate  the same relay with the history triggers dropped, and
+                                      with --late-reply-ms 0: what history and late replies cost
+  pg3-c64                             three relays on one PostgreSQL ledger, 64 connections
+                                      spread over them
   replay-only, 64 connections         pool of 1000 GUIDs booked first, then only resends
   idle                                1000 idle channel connections held open: relay RSS
                                       before/with, and a probe on a new connection
+  drain (not with --quick)            scripts/drain_bench.sh: resolve on 20,000 UNKNOWN rows,
+                                      --parallel 1 and 8
 Exit status: 0 if every safety check held, 1 if one did not (the report is still written),
 2 for a usage error.
 EOF
@@ -75,6 +84,7 @@ results="$work/results.jsonl"
 pids=()
 failed=0
 cleanup() {
+    pg_stop
     local pid
     for pid in "${pids[@]}"; do
         kill "$pid" 2>/dev/null || true
@@ -138,13 +148,46 @@ print(json.dumps({"bookings": s.get("bookings"), "guids": len(by),
 PY
 }
 
-# ledger_states DB: {"DONE": n, ...} (read with python's sqlite3 after the relay stopped).
+# ledger_states DB: {"DONE": n, ...} (read after the relay stopped: python's sqlite3 for a
+# file, psql for a PostgreSQL URL).
 ledger_states() {
+    if [[ $1 == postgres://* ]]; then
+        psql -qAtX "$1" -c "SELECT coalesce(json_object_agg(state, n), '{}') FROM \
+            (SELECT state, count(*) AS n FROM tx GROUP BY state) s"
+        return
+    fi
     python3 - "$1" <<'PY'
 import json, sqlite3, sys
 c = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
 print(json.dumps(dict(c.execute("SELECT state, count(*) FROM tx GROUP BY state"))))
 PY
+}
+
+# A throwaway PostgreSQL server for the pg cells (as root, run as the postgres user), on a
+# free port; sets $pg_base (empty if PostgreSQL is not installed).
+pg_base=""
+pg_data=""
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+[[ -n $pg_bin && -x $pg_bin/initdb ]] || pg_bin=$(dirname "$(command -v initdb 2>/dev/null)" 2>/dev/null || true)
+as_pg() { if ((EUID == 0)); then runuser -u postgres -- "$@"; else "$@"; fi; }
+pg_start() {
+    [[ -n $pg_bin && -x $pg_bin/initdb ]] || { echo "== no PostgreSQL installed: pg cells skipped"; return; }
+    local dir port
+    dir=$(mktemp -d /tmp/bench-pg.XXXXXX)
+    ((EUID == 0)) && chown postgres "$dir"
+    as_pg "$pg_bin/initdb" -A trust -U postgres -E UTF8 -D "$dir/data" >/dev/null
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    as_pg "$pg_bin/pg_ctl" start -w -D "$dir/data" -l "$dir/log" \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300" >/dev/null
+    pg_data="$dir/data"
+    pg_base="postgres://postgres@127.0.0.1:$port/postgres"
+    echo "== PostgreSQL $("$pg_bin/postgres" -V | awk '{print $3}') on 127.0.0.1:$port (fsync on, synchronous_commit on)"
+}
+pg_stop() { [[ -z $pg_data ]] || as_pg "$pg_bin/pg_ctl" stop -m immediate -w -D "$pg_data" >/dev/null 2>&1 || true; }
+# pg_fresh NAME: a URL to a new, empty schema NAME.
+pg_fresh() {
+    psql -qAtX "$pg_base" -c "CREATE SCHEMA $1" >/dev/null
+    echo "$pg_base?options=-c%20search_path%3D$1"
 }
 
 # vm FIELD PID: a kB figure from /proc/PID/status.
@@ -220,8 +263,24 @@ cell() {
             "loadgen_rc=$lrc" "command=$(json_str "$lcmd")"
         return
     fi
-    local db="$work/$name.db"
-    start relay "$work/$name.relay.log" --db "$db" --listen 127.0.0.1:0 --core "http://$core"
+    local db="$work/$name.db" relay_args=()
+    case $mode in
+        pg-relay) db=$(pg_fresh "b_${name//-/_}") ;;
+        nolate) relay_args=(--late-reply-ms 0) ;;
+        nohist) # the relay creates the ledger; then its history triggers are dropped
+            start relay "$work/$name.prep.log" --db "$db" --listen 127.0.0.1:0 --core "http://$core"
+            stop "$pid"
+            python3 - "$db" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+for (t,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'tx'").fetchall():
+    c.execute(f"DROP TRIGGER {t}")
+c.commit()
+PY
+            ;;
+    esac
+    start relay "$work/$name.relay.log" --db "$db" --listen 127.0.0.1:0 --core "http://$core" \
+        "${relay_args[@]}"
     local relay=$addr relay_pid=$pid
     run_loadgen "$name" --relay "$relay" --connections "$conns" \
         --duration-secs "$secs" --warmup-secs "$warmup" --resend-ratio "$ratio" \
@@ -236,7 +295,7 @@ cell() {
     stop "$core_pid"
     states=$(ledger_states "$db")
     logsum=$(relay_log_summary "$work/$name.relay.log")
-    rm -f "$db" "$db-wal" "$db-shm"
+    [[ $db == postgres://* ]] || rm -f "$db" "$db-wal" "$db-shm"
     record "$name" "$work/$name.json" "mode=\"$mode\"" "connections=$conns" \
         "loadgen_rc=$lrc" "command=$(json_str "$lcmd")" "core=$stats" \
         "ledger=$states" "relay_vmhwm_kb=${hwm:-null}" "relay_threads_at_end=${threads:-null}" \
@@ -262,12 +321,83 @@ if bad:
 PY
 }
 
+# multi_cell NAME N CONNS: N relays on one PostgreSQL ledger, one loadgen per relay (CONNS
+# spread over them) run at the same time; the cell's figures are their sums.
+multi_cell() {
+    local name=$1 n=$2 conns=$3 i
+    echo "== $name"
+    start coresim "$work/$name.core.log" --listen 127.0.0.1:0
+    local core=$addr core_pid=$pid url relays=() relay_pids=() lpids=()
+    url=$(pg_fresh "b_${name//-/_}")
+    for ((i = 0; i < n; i++)); do
+        start relay "$work/$name.relay$i.log" --db "$url" --listen 127.0.0.1:0 --core "http://$core"
+        relays+=("$addr") relay_pids+=("$pid")
+    done
+    local prefix
+    prefix="B$(date +%s)-$name"
+    prefix=${prefix:0:18}
+    cmd=""
+    for ((i = 0; i < n; i++)); do
+        local c=$((conns / n + (i < conns % n ? 1 : 0)))
+        local args=(--relay "${relays[$i]}" --connections "$c" --duration-secs "$secs"
+            --warmup-secs "$warmup" --resend-ratio "$ratio" --seed "$RANDOM" --guid-prefix "$prefix-$i")
+        cmd+="loadgen ${args[*]} & "
+        "$bin/loadgen" "${args[@]}" >"$work/$name.$i.json" 2>"$work/$name.$i.loadgen.log" &
+        lpids+=("$!")
+    done
+    echo "   $cmd"
+    local lrc=0
+    for i in "${lpids[@]}"; do wait "$i" || lrc=$?; done
+    for i in "${relay_pids[@]}"; do stop "$i"; done
+    local stats states
+    stats=$(core_stats "$core")
+    stop "$core_pid"
+    states=$(ledger_states "$url")
+    python3 - "$work/$name.json" "$work/$name".[0-9]*.json <<'PY'
+import json, sys
+rs = [json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[2:]]
+codes = {}
+for r in rs:
+    for k, v in (r.get("replies_by_code") or {}).items():
+        codes[k] = codes.get(k, 0) + v
+out = {k: sum(r.get(k) or 0 for r in rs) for k in
+       ("requests", "throughput_rps", "resends", "errors", "resend_mismatches", "malformed_replies")}
+out["replies_by_code"] = codes
+out["latency_ms"] = {p: max((r.get("latency_ms") or {}).get(p) or 0 for r in rs)
+                     for p in ("p50", "p90", "p99", "p999", "max")}
+out["note"] = "latency: the worst of the loadgens' percentiles"
+open(sys.argv[1], "w").write(json.dumps(out))
+PY
+    record "$name" "$work/$name.json" "mode=\"pg3\"" "connections=$conns" \
+        "loadgen_rc=$lrc" "command=$(json_str "$cmd")" "core=$stats" "ledger=$states" \
+        "relay_log=$(relay_log_summary "$work/$name.relay0.log")"
+    python3 - "$stats" "$work/$name.json" <<'PY' || failed=1
+import json, sys
+s, r = json.loads(sys.argv[1]), json.load(open(sys.argv[2]))
+print(f"   {r['throughput_rps']:.0f} rps over all relays, codes {r['replies_by_code']}, "
+      f"GUIDs booked >1: {s['guids_booked_more_than_once']}")
+sys.exit(1 if s["guids_booked_more_than_once"] or r["resend_mismatches"] or r["malformed_replies"] else 0)
+PY
+}
+
 started_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+pg_start
 for c in 1 8 64; do
     cell "relay-c$c" relay "$c"
+    [[ -z $pg_base ]] || cell "pg-relay-c$c" pg-relay "$c"
     cell "direct-c$c" direct "$c"
 done
+cell "relay-c64-nohist" nohist 64
+cell "relay-c64-nolate" nolate 64
+[[ -z $pg_base ]] || multi_cell "pg3-c64" 3 64
 cell "replay-c64" replay 64 --replay-only --pool "$pool"
+
+drain_out="$work/drain.txt"
+: >"$drain_out"
+if ((!quick)); then
+    echo "== drain (scripts/drain_bench.sh --rows 20000 --parallel \"1 8\")"
+    bash scripts/drain_bench.sh --rows 20000 --parallel "1 8" | tee "$drain_out" || failed=1
+fi
 
 echo "== idle"
 start coresim "$work/idle.core.log" --listen 127.0.0.1:0
@@ -297,7 +427,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 BENCH_NPROC=$(nproc) BENCH_CPU=${cpu:-unknown} BENCH_MEM=$mem BENCH_KERNEL=$(uname -sr) \
 BENCH_RUSTC=$(rustc -V) BENCH_DATE=$started_at BENCH_SECS=$secs BENCH_WARMUP=$warmup \
-BENCH_HOLD=$hold BENCH_QUICK=$quick BENCH_FDS=$fd_limit BENCH_RATIO=$ratio BENCH_POOL=$pool \
+BENCH_HOLD=$hold BENCH_QUICK=$quick BENCH_DRAIN=$drain_out BENCH_FDS=$fd_limit BENCH_RATIO=$ratio BENCH_POOL=$pool \
 BENCH_GIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty) \
 python3 - "$results" "$out" <<'PY' || failed=1
 import json, os, sys
@@ -349,8 +479,9 @@ w("")
 w("| cell | conns | requests | throughput (req/s) | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms "
   "| replies by code | resends | errors | GUIDs booked >1 | relay peak RSS |")
 w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
-order = [c for c in ("relay-c1", "direct-c1", "relay-c8", "direct-c8", "relay-c64",
-                     "direct-c64", "replay-c64") if c in by]
+order = [c for c in ("relay-c1", "pg-relay-c1", "direct-c1", "relay-c8", "pg-relay-c8",
+                     "direct-c8", "relay-c64", "pg-relay-c64", "direct-c64", "relay-c64-nohist",
+                     "relay-c64-nolate", "pg3-c64", "replay-c64") if c in by]
 for c in order:
     r, row = res(c), by[c]
     codes = ", ".join(f"{k}: {v:,}" for k, v in (r.get("replies_by_code") or {}).items()) or "-"
@@ -375,6 +506,40 @@ diff = None if p_r is None or p_d is None else p_r - p_d
 w(f"| p50 latency relay − direct, 1 conn | {fmt(diff, 3)} ms ({fmt(p_r, 3)} vs {fmt(p_d, 3)}) |")
 w(f"| throughput replay-only (relay, 64 conns) ÷ direct (64 conns) | {ratio(rp, d64)} |")
 w("")
+w("## PostgreSQL against SQLite, measured in the same run")
+w("")
+if "pg-relay-c64" in by:
+    w("| figure | value |")
+    w("|---|---:|")
+    for c in (1, 8, 64):
+        a, b = res(f"pg-relay-c{c}").get("throughput_rps"), res(f"relay-c{c}").get("throughput_rps")
+        w(f"| throughput relay on PostgreSQL ÷ relay on SQLite, {c} conn{'s' if c > 1 else ''} | {ratio(a, b)} |")
+    m = res("pg3-c64").get("throughput_rps")
+    w(f"| throughput three relays on one PostgreSQL (64 conns in all) ÷ one relay on SQLite (64) | {ratio(m, t64)} |")
+    w(f"| throughput three relays on one PostgreSQL ÷ one relay on PostgreSQL (64) | {ratio(m, res('pg-relay-c64').get('throughput_rps'))} |")
+else:
+    w("- PostgreSQL is not installed here: no pg cells.")
+w("")
+w("## What history and late replies cost, measured in the same run")
+w("")
+w("| figure | value |")
+w("|---|---:|")
+w(f"| throughput with history ÷ with its triggers dropped, 64 conns | {ratio(t64, res('relay-c64-nohist').get('throughput_rps'))} |")
+w(f"| throughput with late replies (default) ÷ --late-reply-ms 0, 64 conns | {ratio(t64, res('relay-c64-nolate').get('throughput_rps'))} |")
+w("")
+drain = [l for l in open(E["BENCH_DRAIN"]).read().splitlines() if l.strip()] if E.get("BENCH_DRAIN") else []
+if drain:
+    w("## Draining UNKNOWN rows (resolve)")
+    w("")
+    w("`bash scripts/drain_bench.sh --rows 20000 --parallel \"1 8\"`: a ledger of 20,000 UNKNOWN rows (half "
+      "booked at the simulator, half never), `resolve --min-age 300 --parallel K` on a copy of it "
+      "for each K; every run checked (all settled, no booking made):")
+    w("")
+    w("```")
+    for l in drain:
+        w(l)
+    w("```")
+    w("")
 w("## Idle connections")
 w("")
 i = res("idle")
