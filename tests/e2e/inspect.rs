@@ -1,8 +1,22 @@
-//! `inspect`: the operator's view of the ledger, read-only.
+//! `inspect`: the operator's tool. Here its listing without a command, read-only; its
+//! commands in `inspect/`: `summary`, `list` and `show` on a ledger the relay wrote
+//! (`views`), and `settle`, the one that writes (`settle`).
+
+// Paths relative to this file's folder: the same whether this file is a module of `e2e` or
+// of `e2e_pg` (which includes it by `#[path]`).
+#[path = "inspect/settle.rs"]
+mod settle;
+#[path = "inspect/views.rs"]
+mod views;
 
 use std::path::{Path, PathBuf};
 
 use crate::util::*;
+
+/// `inspect --db DB ARGS…`
+pub fn inspect(db: &TempLedger, args: &[&str]) -> Run {
+    tool("inspect", &[&["--db", db.arg()], args].concat())
+}
 
 /// The sibling files SQLite may create next to `path`.
 fn sqlite_siblings(path: &Path) -> Vec<PathBuf> {
@@ -96,11 +110,32 @@ fn inspect_opens_a_hand_made_sqlite_file_without_changing_a_byte() {
     assert!(sqlite_siblings(&path).is_empty());
 
     let db = path.to_str().unwrap();
-    for extra in [&[][..], &["--json"][..], &["--guid", "G-RO-1"][..]] {
+    for extra in [
+        &[][..],
+        &["--json"][..],
+        &["--guid", "G-RO-1"][..],
+        &["list", "--state", "DONE", "--json"][..],
+        &["show", "G-RO-1"][..],
+        &["show", "G-RO-1", "--json"][..],
+    ] {
         let r = tool("inspect", &[&["--db", db], extra].concat());
         r.expect_code(EXIT_SETTLED);
         assert!(r.stdout().contains("G-RO-1"), "{extra:?}: {}", r.stdout());
     }
+    let r = tool("inspect", &["--db", db, "summary"]);
+    r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stdout().starts_with("rows by state: 1 DONE\n"),
+        "{}",
+        r.stdout()
+    );
+    // A ledger from before the history: show says it has none to read.
+    let r = tool("inspect", &["--db", db, "show", "G-RO-1"]);
+    assert!(
+        r.stdout().contains("\nhistory:    cannot be read: "),
+        "{}",
+        r.stdout()
+    );
     let r = tool("inspect", &["--db", db]);
     assert!(
         r.stdout()

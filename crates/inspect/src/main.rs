@@ -1,90 +1,221 @@
-//! `inspect`: a read-only look at the ledger, so that an operator (or the demo) needs no
-//! sqlite3 shell and cannot change a row by mistake.
+//! `inspect`: the operator's tool. Without a command, or with `summary`, `list` and `show`, a
+//! read-only look at the ledger, so that an operator (or the demo) needs no sqlite3 or psql
+//! shell and cannot change a row by mistake. `settle` is the one command that writes: an
+//! operator's settlement of one GUID in doubt, with evidence from outside the relay, as one
+//! guarded statement whose history names the operator and the reason.
 
+mod duration;
+mod settle;
+mod view;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
-use cli::{EXIT_SETTLED, Listed};
-use ledger::Access;
-use ledger::batch::NeedsOperator;
+use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
+use ledger::State;
 use ledger::store::DEFAULT_MAX_INQUIRIES;
 
-/// Lists ledger rows (all, or one GUID), the count of rows per state, and the GUIDs resolve
-/// has stopped asking about (needs operator).
+/// reprocess's usual `--max-attempts` (its wrapper's default).
+const DEFAULT_MAX_ATTEMPTS: i64 = 3;
+
+/// The operator's tool: without a command, lists ledger rows (all, or one GUID), the count
+/// of rows per state, and the GUIDs resolve has stopped asking about (needs operator).
+/// Read-only, except `settle`.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The ledger: the relay's SQLite file, or a postgres:// URL.
-    #[arg(long, env = "INSPECT_DB", hide_env_values = true)]
-    db: String,
-    /// Only this GUID.
+    /// The ledger: the relay's SQLite file, or a postgres:// URL. Before or after the
+    /// command.
+    #[arg(long, env = "INSPECT_DB", hide_env_values = true, global = true)]
+    db: Option<String>,
+    /// Without a command: only this GUID.
     #[arg(long)]
     guid: Option<String>,
     /// One JSON object instead of text.
-    #[arg(long)]
+    #[arg(long, global = true)]
     json: bool,
     /// A GUID still in doubt with this many failed inquiries needs an operator; set it as
     /// resolve's --max-inquiries is set.
     #[arg(long, env = "INSPECT_MAX_INQUIRIES", default_value_t = DEFAULT_MAX_INQUIRIES,
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..), global = true)]
     max_inquiries: u32,
+    /// A FAILED/E902 row with this many attempts is at reprocess's cap (it will not be resent);
+    /// set it as reprocess's --max-attempts is set.
+    #[arg(long, env = "INSPECT_MAX_ATTEMPTS", default_value_t = DEFAULT_MAX_ATTEMPTS,
+          value_parser = clap::value_parser!(i64).range(1..), global = true)]
+    max_attempts: i64,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Rows by state, the oldest UNKNOWN, SENT and FAILED rows and their ages, FAILED/E902
+    /// rows at reprocess's attempt cap, and the GUIDs resolve has given up on.
+    Summary,
+    /// The rows in one state, oldest first.
+    List(ListArgs),
+    /// One GUID: its row, the request and the stored reply decoded, its failed inquiries,
+    /// and its history.
+    Show {
+        /// The GUID.
+        guid: String,
+    },
+    /// Settle one GUID in doubt by hand, on evidence from outside the relay: --booked
+    /// (DONE/0000) or --not-booked (FAILED/E902, which reprocess may resend). From UNKNOWN, or
+    /// SENT unchanged for 60 s (--not-booked: either only once unchanged for 60 s). One
+    /// guarded statement; the history names the operator and the reason.
+    Settle(Box<SettleArgs>),
+}
+
+#[derive(clap::Args, Debug)]
+struct ListArgs {
+    /// RECEIVED, SENT, DONE, UNKNOWN or FAILED.
+    #[arg(long, value_parser = parse_state)]
+    state: State,
+    /// Only rows unchanged for at least this long: 90s, 15m, 2h, 1d, 1h30m.
+    #[arg(long, value_parser = duration::parse_secs, value_name = "DURATION")]
+    older_than: Option<u64>,
+    /// At most this many rows (the oldest).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    limit: Option<u64>,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(group(ArgGroup::new("outcome").required(true).args(["booked", "not_booked"])))]
+struct SettleArgs {
+    /// The GUID.
+    guid: String,
+    /// The core booked it (its operators say so): DONE/0000, the reply built from the
+    /// booking as resolve builds it. Needs --core-ref, --amount and --booked-at.
+    #[arg(long, requires_all = ["core_ref", "amount", "booked_at"])]
+    booked: bool,
+    /// With --booked: the core's reference of the booking (1-18 printable ASCII characters).
+    #[arg(long, conflicts_with = "not_booked")]
+    core_ref: Option<String>,
+    /// With --booked: the booked amount in minor units (must be the request's).
+    #[arg(long, conflicts_with = "not_booked")]
+    amount: Option<u64>,
+    /// With --booked: when the core booked it, RFC 3339 as the core's JSON carries it
+    /// (2026-01-31T23:59:59Z).
+    #[arg(long, conflicts_with = "not_booked")]
+    booked_at: Option<String>,
+    /// The core never booked it: FAILED/E902, so that reprocess may resend it. Only if the
+    /// core's inquiry answers 404 now, unless --force.
+    #[arg(long)]
+    not_booked: bool,
+    /// With --not-booked: settle even though the core's inquiry did not answer 404 (recorded
+    /// in the reason). A transfer the core did book is then booked again by reprocess.
+    #[arg(long, conflicts_with = "booked")]
+    force: bool,
+    /// Why (the evidence: a ticket, who at the core said so); recorded in the history.
+    #[arg(long, value_parser = reason_text)]
+    reason: String,
+    /// Who settles it; the history names `operator:NAME`.
+    #[arg(long, value_parser = operator_name, value_name = "NAME")]
+    operator: String,
+    /// Show what would change (after every check, the inquiry included); write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    core: CoreArgs,
+}
+
+/// Where `settle --not-booked` asks the core, as resolve does.
+#[derive(clap::Args, Debug)]
+struct CoreArgs {
+    /// With --not-booked: base URL of the core banking system.
+    #[arg(long, env = "INSPECT_CORE", default_value = "http://127.0.0.1:9201")]
+    core: String,
+    /// For an https:// core: trust the certificates in this PEM file instead of the system's
+    /// root certificates.
+    #[arg(long, env = "INSPECT_CORE_CA")]
+    core_ca: Option<PathBuf>,
+    /// For an https:// core: show this client certificate (PEM, leaf first) for mutual TLS;
+    /// with --core-key.
+    #[arg(long, env = "INSPECT_CORE_CERT", requires = "core_key")]
+    core_cert: Option<PathBuf>,
+    /// The private key (PEM) of --core-cert.
+    #[arg(long, env = "INSPECT_CORE_KEY", requires = "core_cert")]
+    core_key: Option<PathBuf>,
+    /// Time allowed to connect to the core.
+    #[arg(long, env = "INSPECT_CONNECT_TIMEOUT_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    connect_timeout_ms: u64,
+    /// Time allowed for each later phase of the inquiry.
+    #[arg(long, env = "INSPECT_READ_TIMEOUT_MS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    read_timeout_ms: u64,
+}
+
+fn parse_state(s: &str) -> Result<State, String> {
+    s.to_ascii_uppercase().parse()
+}
+
+/// Text an operator must give: not blank, no control characters, at most `max` characters.
+fn operator_text(s: &str, max: usize) -> Result<String, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if s.chars().any(char::is_control) {
+        return Err("must not contain control characters (newlines, tabs)".into());
+    }
+    if s.chars().count() > max {
+        return Err(format!("must be at most {max} characters"));
+    }
+    Ok(s.to_string())
+}
+
+fn reason_text(s: &str) -> Result<String, String> {
+    operator_text(s, 500)
+}
+
+fn operator_name(s: &str) -> Result<String, String> {
+    let name = operator_text(s, 64)?;
+    if name.chars().any(char::is_whitespace) {
+        return Err("must be one word (a login name)".into());
+    }
+    Ok(name)
+}
+
+/// A usage error (exit 2) in clap's words.
+fn usage_error(kind: clap::error::ErrorKind, message: String) -> ! {
+    Args::command().error(kind, message).exit()
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    cli::main("inspect", || run(args))
-}
-
-fn run(args: Args) -> anyhow::Result<u8> {
-    let db = cli::db_arg::<Args>(&args.db);
-    let ledger = db.open(Access::ReadOnly, "inspect")?;
-    let rows = match &args.guid {
-        Some(g) => ledger.read(g)?.into_iter().collect(),
-        None => ledger.all_rows()?,
+    let Some(db) = args.db.as_deref() else {
+        usage_error(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "the following required argument was not provided: --db <DB> (or INSPECT_DB)".into(),
+        )
     };
-    let listed: Vec<Listed> = rows.iter().map(Listed::of).collect();
-    let counts = ledger.count_by_state()?;
-    let needs_operator: Vec<NeedsOperator> = ledger
-        .needs_operator(args.max_inquiries)?
-        .into_iter()
-        .filter(|r| args.guid.as_ref().is_none_or(|g| *g == r.guid))
-        .map(NeedsOperator::from)
-        .collect();
-    if args.json {
-        let by_state: serde_json::Map<_, _> = counts
-            .iter()
-            .map(|(s, n)| (s.as_str().to_string(), (*n).into()))
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({
-                "rows": listed,
-                "by_state": by_state,
-                "needs_operator": needs_operator,
-            })
+    if args.guid.is_some() && args.command.is_some() {
+        usage_error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--guid is for the listing without a command; use `show GUID`".into(),
         );
-        return Ok(EXIT_SETTLED);
     }
-    println!("{}", Listed::HEADER);
-    for l in &listed {
-        println!("{}", l.line());
-    }
-    let counts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
-    println!(
-        "rows by state: {}",
-        if counts.is_empty() {
-            "none".into()
-        } else {
-            counts.join(", ")
+    let db = cli::db_arg::<Args>(db);
+    let opts = view::Opts {
+        json: args.json,
+        max_inquiries: args.max_inquiries,
+        max_attempts: args.max_attempts,
+    };
+    match args.command {
+        None => cli::main("inspect", || {
+            view::listing(&db, &opts, args.guid.as_deref())
+        }),
+        Some(Command::Summary) => cli::main("inspect", || view::summary(&db, &opts)),
+        Some(Command::List(l)) => cli::main("inspect", || {
+            view::list(&db, &opts, l.state, l.older_than, l.limit)
+        }),
+        Some(Command::Show { guid }) => cli::main("inspect", || view::show(&db, &opts, &guid)),
+        Some(Command::Settle(s)) => {
+            let order = settle::Order::from_args(*s);
+            cli::main("inspect", || settle::settle(&db, args.json, order))
         }
-    );
-    for n in &needs_operator {
-        println!(
-            "needs operator: {} ({} inquiries failed; resolve no longer asks; last error: {})",
-            n.guid,
-            n.failures,
-            n.last_error.as_deref().unwrap_or("-")
-        );
     }
-    Ok(EXIT_SETTLED)
 }

@@ -80,7 +80,7 @@ pub(crate) fn in_parallel<T: Sync, R: Send>(
 
 /// A stored request the tools can use: present, valid, and for the row's own GUID (a
 /// hand-made row could hold anything; sending it would book under another GUID).
-pub(crate) fn stored_transfer(row: &Row) -> Result<(Transfer, &[u8]), String> {
+pub fn stored_transfer(row: &Row) -> Result<(Transfer, &[u8]), String> {
     let req = row
         .request
         .as_deref()

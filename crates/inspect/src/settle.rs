@@ -1,0 +1,332 @@
+//! `settle`: an operator's settlement of one GUID in doubt, on evidence from outside the
+//! relay. The only command of `inspect` that writes, and then one guarded statement: from
+//! UNKNOWN `AND state = 'UNKNOWN' AND attempts = n`; from SENT also only if the row has not
+//! changed for the stale-sent floor (no relay can still be waiting for the core on it), and
+//! `--not-booked` from UNKNOWN too (a 404 proves "never booked" only once the core cannot
+//! still be working on the request). The history names `operator:NAME` and the reason.
+//!
+//! `--booked`: DONE/0000, the reply built from the booking exactly as resolve builds it from
+//! an inquiry (`wire::booking_body`, `wire::reply_to` on the stored request).
+//! `--not-booked`: FAILED/E902 (so that reprocess may resend it), only while the core's
+//! inquiry answers 404, unless `--force` (which the reason then says).
+//!
+//! Exit 0: settled (or, with `--dry-run`, would be). Exit 1: refused (no such row, a state
+//! that is not settled by hand, a stored request that cannot carry a reply, an inquiry that
+//! did not answer 404, a row that changed meanwhile), one line on stderr, nothing written.
+
+use std::time::Duration;
+
+use clap::error::ErrorKind;
+use cli::{EXIT_FATAL, EXIT_SETTLED};
+use ledger::core_client::{CoreClient, Inquiry};
+use ledger::core_tls::TlsFiles;
+use ledger::transfer::STALE_SENT_FLOOR;
+use ledger::wire::{self, BOOKING_BODY_LEN};
+use ledger::{Access, Change, Db, State};
+use serde::Serialize;
+use serde_json::json;
+
+use ledger::batch::stored_transfer;
+
+use crate::view::{ReplyView, rfc3339_of_reply_time};
+use crate::{CoreArgs, SettleArgs, usage_error};
+
+/// What the operator says about the GUID.
+enum Decision {
+    /// The core booked it: the reply body, checked when the flags were read.
+    Booked {
+        amount: u64,
+        body: [u8; BOOKING_BODY_LEN],
+    },
+    /// The core never booked it; `force`: even if its inquiry does not answer 404.
+    NotBooked { force: bool, core: CoreArgs },
+}
+
+/// A settlement as the flags give it, checked as far as it can be without the ledger.
+pub struct Order {
+    guid: String,
+    decision: Decision,
+    reason: String,
+    operator: String,
+    dry_run: bool,
+}
+
+impl Order {
+    /// The flags, with the booking checked as resolve would check the core's JSON: a
+    /// booking the reply cannot carry is a usage error (exit 2) naming its flag.
+    pub fn from_args(a: SettleArgs) -> Order {
+        let decision = if a.booked {
+            let (core_ref, amount, booked_at) = match (a.core_ref, a.amount, a.booked_at) {
+                (Some(r), Some(n), Some(t)) => (r, n, t),
+                _ => unreachable!("clap requires --core-ref, --amount and --booked-at"),
+            };
+            let body = wire::booking_body(&core_ref, amount, &booked_at).unwrap_or_else(|e| {
+                let flag = ["core_ref", "amount", "booked_at"]
+                    .into_iter()
+                    .find(|f| e.0.starts_with(f))
+                    .map_or("--booked".to_string(), |f| {
+                        format!("--{}", f.replace('_', "-"))
+                    });
+                usage_error(
+                    ErrorKind::ValueValidation,
+                    format!("invalid value for {flag}: {e}"),
+                )
+            });
+            Decision::Booked { amount, body }
+        } else {
+            Decision::NotBooked {
+                force: a.force,
+                core: a.core,
+            }
+        };
+        Order {
+            guid: a.guid,
+            decision,
+            reason: a.reason,
+            operator: a.operator,
+            dry_run: a.dry_run,
+        }
+    }
+}
+
+/// What a settlement did, or would do.
+#[derive(Serialize)]
+struct Settlement {
+    guid: String,
+    from: State,
+    to: State,
+    rsp_code: String,
+    /// The attempt the settlement is guarded by (the row's `attempts`).
+    attempt: i64,
+    /// Only if the row has not changed for this long (from SENT).
+    unchanged_for_secs: Option<u64>,
+    who: String,
+    reason: String,
+    /// What the core's inquiry answered (`--not-booked`).
+    inquiry: Option<String>,
+    reply: ReplyView,
+    dry_run: bool,
+    written: bool,
+}
+
+/// Why nothing was written: one line on stderr (and with `--json` one object), exit 1.
+fn refuse(guid: &str, json: bool, why: &str) -> anyhow::Result<u8> {
+    if json {
+        println!(
+            "{}",
+            json!({"guid": guid, "written": false, "refused": why, "exit_code": EXIT_FATAL})
+        );
+    }
+    cli::stderr_line(
+        "inspect",
+        log::Level::Error,
+        &format!("settle {guid}: refused: {why}; nothing written"),
+    );
+    Ok(EXIT_FATAL)
+}
+
+/// `settle GUID …`: one guarded statement, or nothing.
+pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
+    let guid = o.guid.as_str();
+    let refused = |why: &str| refuse(guid, json, why);
+    // A dry run writes nothing, so it opens the ledger as the read-only views do.
+    let access = if o.dry_run {
+        Access::ReadOnly
+    } else {
+        Access::Tool
+    };
+    let ledger = db.open(access, "inspect")?;
+    let Some(row) = ledger.read(guid)? else {
+        return refused("no row for this GUID");
+    };
+    let floor = STALE_SENT_FLOOR.as_secs();
+    let not_booked = matches!(o.decision, Decision::NotBooked { .. });
+    // Why the row must have been left alone for the floor, if it must.
+    let young = match row.state {
+        State::Sent => Some("a relay may still be waiting for the core on it"),
+        // A 404 proves "never booked" only once the core cannot still be working on it.
+        State::Unknown if not_booked => {
+            Some("the core may still be working on it, and a 404 would prove nothing yet")
+        }
+        State::Unknown => None,
+        other => {
+            return refused(&format!(
+                "the row is {other}/{}: only an UNKNOWN row, or a SENT row unchanged for {floor} \
+                 s, is settled by hand",
+                row.rsp_code.as_deref().unwrap_or("-")
+            ));
+        }
+    };
+    if let Some(why) = young {
+        // Only to say why; the guard in the statement decides.
+        let old_enough = ledger
+            .select_aged(row.state, floor)?
+            .iter()
+            .any(|r| r.guid == row.guid);
+        if !old_enough {
+            return refused(&format!(
+                "the row is {} and changed less than {floor} s ago: {why}; try again later",
+                row.state
+            ));
+        }
+    }
+    let Some(attempt) = row.attempts else {
+        return refused("the row has no attempt count to guard the settlement with");
+    };
+    let (transfer, request) = match stored_transfer(&row) {
+        Ok(x) => x,
+        Err(why) => return refused(&format!("{why}: no reply can be built for it")),
+    };
+    let who = format!("operator:{}", o.operator);
+    let (to, code, body, reason, inquiry) = match o.decision {
+        Decision::Booked { amount, body } => {
+            if amount != transfer.amount {
+                return refused(&format!(
+                    "--amount {amount} is not the request's amount {}: check the core's booking",
+                    transfer.amount
+                ));
+            }
+            (State::Done, wire::OK, Some(body), o.reason, None)
+        }
+        Decision::NotBooked { force, core } => {
+            let client = CoreClient::with_tls(
+                &core.core,
+                Duration::from_millis(core.connect_timeout_ms),
+                Duration::from_millis(core.read_timeout_ms),
+                &TlsFiles {
+                    ca: core.core_ca,
+                    cert: core.core_cert,
+                    key: core.core_key,
+                },
+            )?;
+            // What the inquiry says when it is not the 404 that proves "never booked", and
+            // what the operator can do about it.
+            let doubt = match client.inquire(guid) {
+                Inquiry::NotFound => None,
+                Inquiry::Booked(b) => {
+                    let r = ReplyView::of(&wire::reply_to(request, &wire::OK, Some(&b)))
+                        .map_err(anyhow::Error::msg)?;
+                    Some((
+                        format!(
+                            "the core's inquiry answers 200: it booked this GUID (core_ref {}, \
+                             amount {}, booked_at {})",
+                            r.core_ref.unwrap_or_default(),
+                            r.amount.unwrap_or_default(),
+                            rfc3339_of_reply_time(&r.booked_at.unwrap_or_default())
+                        ),
+                        "settle --booked with that booking (--force would let reprocess book \
+                         it again)",
+                    ))
+                }
+                Inquiry::Error(why) => Some((
+                    format!("the core's inquiry did not answer 404 ({why})"),
+                    "nothing proves it was never booked; --force to settle it anyway",
+                )),
+            };
+            match doubt {
+                None => (
+                    State::Failed,
+                    wire::E_NOT_SENT,
+                    None,
+                    o.reason,
+                    Some("404 (never booked)".to_string()),
+                ),
+                Some((what, _)) if force => (
+                    State::Failed,
+                    wire::E_NOT_SENT,
+                    None,
+                    format!("{}; forced without a 404 ({what})", o.reason),
+                    Some(what),
+                ),
+                Some((what, hint)) => return refused(&format!("{what}; {hint}")),
+            }
+        }
+    };
+    let mut change = Change::new(
+        guid,
+        row.state,
+        Some(attempt),
+        to,
+        code,
+        wire::reply_to(request, &code, body.as_ref()),
+    )
+    .by(who.clone())
+    .because(reason.clone());
+    if young.is_some() {
+        change = change.if_unchanged_for(floor);
+    }
+    let mut s = Settlement {
+        guid: guid.to_string(),
+        from: row.state,
+        to,
+        rsp_code: change.code_str().to_string(),
+        attempt,
+        unchanged_for_secs: change.min_age_secs,
+        who,
+        reason,
+        inquiry,
+        reply: ReplyView::of(&change.response).map_err(anyhow::Error::msg)?,
+        dry_run: o.dry_run,
+        written: false,
+    };
+    if !o.dry_run {
+        if !ledger.transition(&change)? {
+            let now = ledger.read(guid)?.map_or("gone".to_string(), |r| {
+                format!(
+                    "now {}/{}, attempts {}",
+                    r.state,
+                    r.rsp_code.as_deref().unwrap_or("-"),
+                    r.attempts.map_or("-".into(), |a| a.to_string())
+                )
+            });
+            return refused(&format!(
+                "the row changed meanwhile ({now}); look again with `inspect show {guid}`"
+            ));
+        }
+        s.written = true;
+        // Its failed inquiries are history now (resolve would forget them at its next run).
+        if let Err(e) = ledger.clear_inquiry(guid) {
+            cli::stderr_line(
+                "inspect",
+                log::Level::Warn,
+                &format!("settle {guid}: cannot clear its failed inquiries: {e}"),
+            );
+        }
+    }
+    print(&s, json);
+    Ok(EXIT_SETTLED)
+}
+
+fn print(s: &Settlement, json: bool) {
+    if json {
+        let mut v = json!(s);
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("exit_code".into(), EXIT_SETTLED.into());
+        }
+        println!("{v}");
+        return;
+    }
+    let guard = match s.unchanged_for_secs {
+        Some(secs) => format!(
+            "state {}, attempts {}, unchanged for {secs} s",
+            s.from, s.attempt
+        ),
+        None => format!("state {}, attempts {}", s.from, s.attempt),
+    };
+    println!(
+        "settle {}: {} -> {}/{} (if {guard}), by {}, reason: {}",
+        s.guid, s.from, s.to, s.rsp_code, s.who, s.reason
+    );
+    if let Some(i) = &s.inquiry {
+        println!("inquiry: {i}");
+    }
+    println!("reply: {}", s.reply.line());
+    println!(
+        "{}",
+        if s.written {
+            "written"
+        } else {
+            "dry run: nothing written"
+        }
+    );
+}

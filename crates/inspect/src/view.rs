@@ -1,0 +1,463 @@
+//! The read-only commands: the listing without a command, `summary`, `list`, `show`. Each
+//! opens the ledger read-only (no pragma, no schema change) and exits 0 once it could read
+//! it.
+
+use cli::{EXIT_FATAL, EXIT_SETTLED, Listed};
+use ledger::batch::{NeedsOperator, stored_transfer};
+use ledger::state::HistoryRow;
+use ledger::store::InquiryRecord;
+use ledger::wire::{self, Transfer};
+use ledger::{Access, Db, Row, State, Store};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::duration::human;
+
+/// What every view is told by the global flags.
+pub struct Opts {
+    pub json: bool,
+    pub max_inquiries: u32,
+    pub max_attempts: i64,
+}
+
+fn open(db: &Db) -> anyhow::Result<std::sync::Arc<dyn Store>> {
+    Ok(db.open(Access::ReadOnly, "inspect")?)
+}
+
+fn by_state_json(counts: &[(State, i64)]) -> serde_json::Map<String, serde_json::Value> {
+    counts
+        .iter()
+        .map(|(s, n)| (s.as_str().to_string(), (*n).into()))
+        .collect()
+}
+
+fn by_state_line(counts: &[(State, i64)]) -> String {
+    let counts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    format!(
+        "rows by state: {}",
+        if counts.is_empty() {
+            "none".into()
+        } else {
+            counts.join(", ")
+        }
+    )
+}
+
+fn needs_operator_line(n: &NeedsOperator) -> String {
+    format!(
+        "needs operator: {} ({} inquiries failed; resolve no longer asks; last error: {})",
+        n.guid,
+        n.failures,
+        n.last_error.as_deref().unwrap_or("-")
+    )
+}
+
+/// Without a command: rows (all, or one GUID), counts by state, GUIDs that need an operator.
+pub fn listing(db: &Db, o: &Opts, guid: Option<&str>) -> anyhow::Result<u8> {
+    let ledger = open(db)?;
+    let rows = match guid {
+        Some(g) => ledger.read(g)?.into_iter().collect(),
+        None => ledger.all_rows()?,
+    };
+    let listed: Vec<Listed> = rows.iter().map(Listed::of).collect();
+    let counts = ledger.count_by_state()?;
+    let needs_operator: Vec<NeedsOperator> = ledger
+        .needs_operator(o.max_inquiries)?
+        .into_iter()
+        .filter(|r| guid.is_none_or(|g| g == r.guid))
+        .map(NeedsOperator::from)
+        .collect();
+    if o.json {
+        println!(
+            "{}",
+            json!({
+                "rows": listed,
+                "by_state": by_state_json(&counts),
+                "needs_operator": needs_operator,
+            })
+        );
+        return Ok(EXIT_SETTLED);
+    }
+    println!("{}", Listed::HEADER);
+    for l in &listed {
+        println!("{}", l.line());
+    }
+    println!("{}", by_state_line(&counts));
+    for n in &needs_operator {
+        println!("{}", needs_operator_line(n));
+    }
+    Ok(EXIT_SETTLED)
+}
+
+/// The oldest row of one state, as `summary` shows it.
+#[derive(Serialize)]
+struct Oldest {
+    guid: String,
+    rsp_code: Option<String>,
+    attempts: Option<i64>,
+    updated_at: String,
+    /// Seconds since it last changed, by the database's clock.
+    age_secs: u64,
+}
+
+/// The states whose oldest row an operator watches: in doubt, in flight, not sent.
+const WATCHED: [State; 3] = [State::Unknown, State::Sent, State::Failed];
+
+/// FAILED/E902 rows with at least `max_attempts` attempts: reprocess no longer resends them.
+fn at_attempt_cap(ledger: &dyn Store, max_attempts: i64) -> anyhow::Result<Vec<Row>> {
+    Ok(ledger
+        .select_aged(State::Failed, 0)?
+        .into_iter()
+        .filter(|r| {
+            r.rsp_code.as_deref() == Some("E902") && r.attempts.is_some_and(|a| a >= max_attempts)
+        })
+        .collect())
+}
+
+/// `summary`: counts, the oldest UNKNOWN/SENT/FAILED rows and their ages, rows at the attempt
+/// cap, GUIDs resolve gave up on.
+pub fn summary(db: &Db, o: &Opts) -> anyhow::Result<u8> {
+    let ledger = open(db)?;
+    let counts = ledger.count_by_state()?;
+    let mut oldest: Vec<(State, Option<Oldest>)> = Vec::new();
+    for state in WATCHED {
+        // The age by the database's clock; the row itself is the first of its state, oldest
+        // change first (the same order `updated_at` gives the age).
+        let age = ledger.oldest_age_secs(state)?;
+        let row = ledger.select_aged(state, 0)?.into_iter().next();
+        oldest.push((
+            state,
+            row.zip(age).map(|(r, age)| Oldest {
+                guid: r.guid,
+                rsp_code: r.rsp_code,
+                attempts: r.attempts,
+                updated_at: r.updated_at,
+                age_secs: age.max(0.0).round() as u64,
+            }),
+        ));
+    }
+    let capped = at_attempt_cap(ledger.as_ref(), o.max_attempts)?;
+    let needs_operator: Vec<NeedsOperator> = ledger
+        .needs_operator(o.max_inquiries)?
+        .into_iter()
+        .map(NeedsOperator::from)
+        .collect();
+    if o.json {
+        let oldest: serde_json::Map<_, _> = oldest
+            .iter()
+            .map(|(s, r)| (s.as_str().to_string(), json!(r)))
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "by_state": by_state_json(&counts),
+                "oldest": oldest,
+                "max_attempts": o.max_attempts,
+                "at_attempt_cap": capped.iter().map(Listed::of).collect::<Vec<_>>(),
+                "max_inquiries": o.max_inquiries,
+                "needs_operator": needs_operator,
+            })
+        );
+        return Ok(EXIT_SETTLED);
+    }
+    println!("{}", by_state_line(&counts));
+    for (state, r) in &oldest {
+        match r {
+            None => println!("oldest {state}: none"),
+            Some(r) => println!(
+                "oldest {state}: {} (rsp_code {}, attempts {}), unchanged for {} ({} s, since {} UTC)",
+                r.guid,
+                r.rsp_code.as_deref().unwrap_or("-"),
+                r.attempts.map_or("-".into(), |a| a.to_string()),
+                human(r.age_secs),
+                r.age_secs,
+                r.updated_at
+            ),
+        }
+    }
+    println!(
+        "at the attempt cap (FAILED/E902 with {} or more attempts; reprocess no longer resends \
+         them): {}",
+        o.max_attempts,
+        capped.len()
+    );
+    for r in &capped {
+        println!(
+            "  {} (attempts {}, since {} UTC)",
+            r.guid,
+            r.attempts.unwrap_or_default(),
+            r.updated_at
+        );
+    }
+    println!(
+        "given up by resolve ({} or more failed inquiries; need an operator): {}",
+        o.max_inquiries,
+        needs_operator.len()
+    );
+    for n in &needs_operator {
+        println!("  {}", needs_operator_line(n));
+    }
+    Ok(EXIT_SETTLED)
+}
+
+/// `list --state S [--older-than D] [--limit N]`: oldest first.
+pub fn list(
+    db: &Db,
+    o: &Opts,
+    state: State,
+    older_than: Option<u64>,
+    limit: Option<u64>,
+) -> anyhow::Result<u8> {
+    let ledger = open(db)?;
+    let rows = ledger.select_aged(state, older_than.unwrap_or(0))?;
+    let total = rows.len();
+    let shown = limit.map_or(total, |l| {
+        total.min(usize::try_from(l).unwrap_or(usize::MAX))
+    });
+    let listed: Vec<Listed> = rows[..shown].iter().map(Listed::of).collect();
+    if o.json {
+        println!(
+            "{}",
+            json!({
+                "state": state,
+                "older_than_secs": older_than,
+                "limit": limit,
+                "count": listed.len(),
+                "total": total,
+                "rows": listed,
+            })
+        );
+        return Ok(EXIT_SETTLED);
+    }
+    println!("{}", Listed::HEADER);
+    for l in &listed {
+        println!("{}", l.line());
+    }
+    let age = older_than.map_or(String::new(), |s| {
+        format!(" unchanged for at least {}", human(s))
+    });
+    println!("list: {} of {total} {state} rows{age}, oldest first", shown);
+    Ok(EXIT_SETTLED)
+}
+
+/// A stored request, decoded.
+#[derive(Serialize)]
+pub struct RequestView {
+    pub from_account: String,
+    pub to_account: String,
+    pub amount: u64,
+    pub memo: String,
+}
+
+impl From<Transfer> for RequestView {
+    fn from(t: Transfer) -> RequestView {
+        RequestView {
+            from_account: t.from_account,
+            to_account: t.to_account,
+            amount: t.amount,
+            memo: t.memo,
+        }
+    }
+}
+
+/// A stored reply, decoded: its code and, for `0000`, the booking it carries.
+#[derive(Serialize)]
+pub struct ReplyView {
+    pub code: String,
+    pub core_ref: Option<String>,
+    pub amount: Option<u64>,
+    /// `YYYYMMDDhhmmss`, UTC, as the reply carries it.
+    pub booked_at: Option<String>,
+}
+
+impl ReplyView {
+    pub fn of(reply: &[u8]) -> Result<ReplyView, String> {
+        let r = wire::parse_reply(reply)?;
+        let b = r.booking;
+        Ok(ReplyView {
+            code: r.code,
+            core_ref: b.as_ref().map(|b| b.core_ref.clone()),
+            amount: b.as_ref().map(|b| b.amount),
+            booked_at: b.map(|b| b.booked_at),
+        })
+    }
+
+    pub fn line(&self) -> String {
+        match (&self.core_ref, self.amount, &self.booked_at) {
+            (Some(r), Some(a), Some(t)) => format!(
+                "{} core_ref {r} amount {a} booked_at {t} ({})",
+                self.code,
+                rfc3339_of_reply_time(t)
+            ),
+            _ => format!("{} (header only)", self.code),
+        }
+    }
+}
+
+/// `YYYYMMDDhhmmss` as `YYYY-MM-DDThh:mm:ssZ` (the form `settle --booked-at` takes); as it
+/// is if it is not 14 digits.
+pub fn rfc3339_of_reply_time(t: &str) -> String {
+    if t.len() != 14 || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return t.to_string();
+    }
+    format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &t[0..4],
+        &t[4..6],
+        &t[6..8],
+        &t[8..10],
+        &t[10..12],
+        &t[12..14]
+    )
+}
+
+fn or_dash<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map_or("-".into(), T::to_string)
+}
+
+/// `show GUID`: the row, its request and reply decoded, its failed inquiries, its history.
+/// Exit 1 when the ledger knows nothing of the GUID (no row, no history).
+pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
+    let ledger = open(db)?;
+    let row = ledger.read(guid)?;
+    // A ledger from before the history (opened as it is) has no history table.
+    let (history, history_error) = match ledger.history(guid) {
+        Ok(h) => (h, None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
+    let inquiry: Option<InquiryRecord> = ledger
+        .inquiry_records()?
+        .into_iter()
+        .find(|r| r.guid == guid);
+    if row.is_none() && history.is_empty() {
+        cli::stderr_line(
+            "inspect",
+            log::Level::Error,
+            &format!("no row and no history for GUID {guid:?}"),
+        );
+        return Ok(EXIT_FATAL);
+    }
+    let in_doubt = row
+        .as_ref()
+        .is_some_and(|r| matches!(r.state, State::Unknown | State::Sent));
+    let needs_operator = in_doubt
+        && inquiry
+            .as_ref()
+            .is_some_and(|r| r.failures >= i64::from(o.max_inquiries));
+    let at_cap = row.as_ref().is_some_and(|r| {
+        r.state == State::Failed
+            && r.rsp_code.as_deref() == Some("E902")
+            && r.attempts.is_some_and(|a| a >= o.max_attempts)
+    });
+    let request = row
+        .as_ref()
+        .filter(|r| r.request.is_some())
+        .map(|r| stored_transfer(r).map(|(t, _)| RequestView::from(t)));
+    let reply = row
+        .as_ref()
+        .and_then(|r| r.response.as_deref())
+        .map(ReplyView::of);
+    if o.json {
+        println!(
+            "{}",
+            json!({
+                "guid": guid,
+                "row": row.as_ref().map(|r| json!({
+                    "tx_code": r.tx_code,
+                    "state": r.state,
+                    "rsp_code": r.rsp_code,
+                    "attempts": r.attempts,
+                    "updated_at": r.updated_at,
+                })),
+                "request": result(&request),
+                "reply": result(&reply),
+                "inquiry": inquiry,
+                "needs_operator": needs_operator,
+                "at_attempt_cap": at_cap,
+                "history": history,
+                "history_error": history_error,
+            })
+        );
+        return Ok(EXIT_SETTLED);
+    }
+    println!("guid:       {guid}");
+    match &row {
+        None => println!("row:        none (purged, or deleted by hand); the history follows"),
+        Some(r) => {
+            println!("state:      {}", r.state);
+            println!("rsp_code:   {}", or_dash(&r.rsp_code));
+            println!("attempts:   {}", or_dash(&r.attempts));
+            println!("updated_at: {} UTC", r.updated_at);
+        }
+    }
+    match &request {
+        None if row.is_some() => println!("request:    none stored"),
+        None => {}
+        Some(Ok(t)) => println!(
+            "request:    from {} to {} amount {} memo {:?}",
+            t.from_account, t.to_account, t.amount, t.memo
+        ),
+        Some(Err(e)) => println!("request:    unusable: {e}"),
+    }
+    match &reply {
+        None if row.is_some() => println!("reply:      none stored"),
+        None => {}
+        Some(Ok(r)) => println!("reply:      {}", r.line()),
+        Some(Err(e)) => println!("reply:      unusable: {e}"),
+    }
+    if let Some(i) = &inquiry {
+        println!(
+            "inquiries:  {} failed, the last: {}; next not before {} UTC",
+            i.failures,
+            i.last_error.as_deref().unwrap_or("-"),
+            i.next_at
+        );
+    }
+    if needs_operator {
+        println!(
+            "note:       needs an operator: resolve no longer asks about it (--max-inquiries {})",
+            o.max_inquiries
+        );
+    }
+    if at_cap {
+        println!(
+            "note:       at the attempt cap: reprocess no longer resends it (--max-attempts {})",
+            o.max_attempts
+        );
+    }
+    match history_error {
+        Some(e) => println!("history:    cannot be read: {e}"),
+        None if history.is_empty() => println!("history:    none recorded"),
+        None => {
+            println!("history:");
+            println!("at\tfrom\tto\trsp_code\tattempts\twho\treason");
+            for h in &history {
+                println!("{}", history_line(h));
+            }
+        }
+    }
+    Ok(EXIT_SETTLED)
+}
+
+/// A decoded value as `--json` shows it: null, the value, or `{"error": why}`.
+fn result<T: Serialize>(r: &Option<Result<T, String>>) -> serde_json::Value {
+    match r {
+        None => serde_json::Value::Null,
+        Some(Ok(v)) => json!(v),
+        Some(Err(e)) => json!({ "error": e }),
+    }
+}
+
+/// One history row, tab-separated: `-` for NULL, `(new)`/`(deleted)` for the ends.
+fn history_line(h: &HistoryRow) -> String {
+    format!(
+        "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+        h.at,
+        h.from_state.as_deref().unwrap_or("(new)"),
+        h.to_state.as_deref().unwrap_or("(deleted)"),
+        or_dash(&h.rsp_code),
+        or_dash(&h.attempts),
+        h.who,
+        h.reason.as_deref().unwrap_or("-")
+    )
+}
