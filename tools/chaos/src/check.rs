@@ -13,6 +13,7 @@ use serde_json::Value;
 use testkit::CoreHttp;
 
 use crate::channel::{Answer, Kind, Sent, implies_row};
+use crate::late::Settled;
 use crate::plan::Memo;
 
 /// One broken promise.
@@ -54,6 +55,8 @@ pub const C: &str = "(c)";
 pub const D: &str = "(d)";
 pub const E: &str = "(e)";
 pub const F: &str = "(f)";
+/// Reported after the process check `(g)`.
+pub const H: &str = "(h)";
 
 /// What each check promises, for the report.
 pub const TITLES: [(&str, &str); 6] = [
@@ -76,6 +79,10 @@ pub const TITLES: [(&str, &str); 6] = [
     ),
     (F, "after quiescing, every row settled as its memo says"),
 ];
+
+/// What check `(h)` promises.
+pub const LATE_TITLE: &str =
+    "every row a late reply settled (relay logs) is DONE with its code and attempt, booked once";
 
 /// A booking as the core's inquiry returns it.
 #[derive(Debug, Clone)]
@@ -300,6 +307,65 @@ pub fn run(
     c
 }
 
+/// (h) Every row a late reply settled, as the relays logged it: DONE (final) with the code
+/// and on the attempt the log line names, settled once, and if a booking, booked once by the
+/// core. `settled`: every relay's settled lines, all starts.
+pub fn late(c: &mut Checks, settled: &[Settled], rows: &[Row], by_guid: &BTreeMap<String, u64>) {
+    let by_row: HashMap<&str, &Row> = rows.iter().map(|r| (r.guid.as_str(), r)).collect();
+    let mut seen: HashMap<&str, &Settled> = HashMap::new();
+    for s in settled {
+        c.case(H);
+        let g = s.guid.as_str();
+        if let Some(before) = seen.insert(g, s) {
+            c.fail(
+                H,
+                g,
+                format!(
+                    "settled by a late reply twice: {} on attempt {}, then {} on attempt {}",
+                    before.code, before.attempt, s.code, s.attempt
+                ),
+            );
+            continue;
+        }
+        let Some(row) = by_row.get(g) else {
+            c.fail(
+                H,
+                g,
+                format!(
+                    "a late reply settled it ({}), but the ledger has no row",
+                    s.code
+                ),
+            );
+            continue;
+        };
+        let code = row.rsp_code.as_deref().unwrap_or("-");
+        if row.state != State::Done || code != s.code || row.attempts != Some(s.attempt) {
+            c.fail(
+                H,
+                g,
+                format!(
+                    "a late reply settled it DONE {} on attempt {}, but the row is {} {code} \
+                     (attempts {:?})",
+                    s.code, s.attempt, row.state, row.attempts
+                ),
+            );
+            continue;
+        }
+        let booked = by_guid.get(g).copied().unwrap_or(0);
+        let want = u64::from(s.code == "0000");
+        if booked != want {
+            c.fail(
+                H,
+                g,
+                format!(
+                    "a late reply settled it DONE {}, but the core booked it {booked} times",
+                    s.code
+                ),
+            );
+        }
+    }
+}
+
 fn check_reply(c: &mut Checks, s: &Sent) {
     let g = s.req.guid.as_str();
     let reply = match &s.answer {
@@ -449,6 +515,68 @@ mod tests {
         assert!(mentions("{\"guid\":\"c001-000012\"}", "c001-000012"));
         assert!(!mentions("guid=c001-000012ab code", "c001-000012"));
         assert!(!mentions("guid=xc001-000012", "c001-000012"));
+    }
+
+    fn row(guid: &str, state: State, code: &str, attempts: i64) -> Row {
+        Row {
+            guid: guid.into(),
+            tx_code: Some("TRNF".into()),
+            state,
+            rsp_code: Some(code.into()),
+            request: None,
+            response: None,
+            attempts: Some(attempts),
+            updated_at: String::new(),
+        }
+    }
+
+    fn settled(guid: &str, code: &str, attempt: i64) -> Settled {
+        Settled {
+            guid: guid.into(),
+            code: code.into(),
+            attempt,
+        }
+    }
+
+    #[test]
+    fn late_settled_rows_are_done_as_logged_and_booked_once() {
+        let rows = [
+            row("g1", State::Done, "0000", 1),
+            row("g2", State::Done, "B001", 2),
+            row("g3", State::Unknown, "E901", 1),
+            row("g4", State::Done, "0000", 2),
+            row("g5", State::Done, "0000", 1),
+        ];
+        let by_guid: BTreeMap<String, u64> = [("g1", 1), ("g4", 1), ("g5", 2)]
+            .into_iter()
+            .map(|(g, n)| (g.to_string(), n))
+            .collect();
+        let mut c = Checks::default();
+        late(
+            &mut c,
+            &[settled("g1", "0000", 1), settled("g2", "B001", 2)],
+            &rows,
+            &by_guid,
+        );
+        assert_eq!((c.examined[H], c.failed(H)), (2, 0));
+
+        let mut c = Checks::default();
+        late(
+            &mut c,
+            &[
+                settled("g3", "0000", 1), // the row is not DONE
+                settled("g4", "0000", 1), // another attempt
+                settled("g5", "0000", 1), // booked twice
+                settled("g6", "0000", 1), // no row
+                settled("g1", "0000", 1),
+                settled("g1", "0000", 1), // settled twice
+            ],
+            &rows,
+            &by_guid,
+        );
+        let bad: Vec<&str> = c.violations.iter().map(|v| v.guid.as_str()).collect();
+        assert_eq!(bad, ["g3", "g4", "g5", "g6", "g1"]);
+        assert_eq!(c.examined[H], 6);
     }
 
     #[test]

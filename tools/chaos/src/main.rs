@@ -5,13 +5,15 @@
 //! run's own, resends mostly go to another relay than the first send, and the database
 //! server is restarted in immediate mode now and then. Then it quiesces, settles what is
 //! left, and checks that no GUID was booked twice, that every booking has its DONE row and
-//! every 0000 a channel saw is what the ledger holds.
+//! every 0000 a channel saw is what the ledger holds. It counts what the relays' late replies
+//! settled (from their logs) and checks those rows too.
 //!
 //! Exit codes: 0 no violation, 1 violations (each printed with its GUID and evidence),
 //! 2 usage error or the run could not be carried out, 130 interrupted.
 
 mod channel;
 mod check;
+mod late;
 mod plan;
 mod procs;
 mod run;

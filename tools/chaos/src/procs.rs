@@ -40,6 +40,11 @@ impl Guard {
         }
     }
 
+    /// The pid, while the child is neither reaped nor killed (so that it is still ours).
+    pub fn id(&self) -> Option<u32> {
+        self.0.as_ref().map(Child::id)
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut child) = self.0.take() {
             // Child::kill is SIGKILL on Unix, to this pid only.
@@ -157,6 +162,43 @@ impl Service {
         }
     }
 
+    /// The final stop, as a supervisor makes it: SIGTERM, then up to `grace` for the server
+    /// to finish what it is doing (a relay: its requests in flight, then its late-reply
+    /// waiters) and exit; SIGKILL after that. `None`: it was not running.
+    pub fn stop(&mut self, grace: Duration) -> Option<Stopped> {
+        let mut guard = self.child.take()?;
+        // Not reaped yet, so the pid cannot have gone to another process.
+        let pid = guard.id()?.to_string();
+        let began = Instant::now();
+        let sent = Command::new("kill")
+            .args(["-s", "TERM", &pid])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if !sent.as_ref().is_ok_and(ExitStatus::success) {
+            guard.kill();
+            self.kills += 1;
+            return Some(Stopped::Killed(format!(
+                "`kill -s TERM {pid}` failed ({sent:?}), so it was SIGKILLed"
+            )));
+        }
+        loop {
+            if let Some(st) = guard.try_wait() {
+                return Some(Stopped::Exited(st, began.elapsed()));
+            }
+            if began.elapsed() >= grace {
+                guard.kill();
+                self.kills += 1;
+                return Some(Stopped::Killed(format!(
+                    "still running {:.1} s after SIGTERM, so it was SIGKILLed",
+                    grace.as_secs_f64()
+                )));
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Notices an exit we did not cause; returns its description.
     pub fn check_crash(&mut self, at: Duration) -> Option<String> {
         let st = self.child.as_mut()?.try_wait()?;
@@ -171,6 +213,15 @@ impl Service {
         self.crashes.push(what.clone());
         Some(what)
     }
+}
+
+/// How a server's final stop went.
+#[derive(Debug)]
+pub enum Stopped {
+    /// It exited after SIGTERM, with this status, this long after it.
+    Exited(ExitStatus, Duration),
+    /// It had to be SIGKILLed: why.
+    Killed(String),
 }
 
 /// One finished run of a batch tool.

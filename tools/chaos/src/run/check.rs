@@ -1,7 +1,7 @@
 //! Phase 4: the evidence. The ledger's rows (read through the ledger library as a batch tool
 //! reads them, whichever backend holds them), the core's books (`/_stats` and an inquiry per
-//! booked GUID) and what every channel was told go to the checks (`crate::check`); then the
-//! core is stopped.
+//! booked GUID), what every channel was told and what the relays logged their late replies
+//! settled go to the checks (`crate::check`); then the core is stopped.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -44,7 +44,8 @@ impl Run<'_> {
             .collect();
         let guids: Vec<String> = by_guid.keys().cloned().collect();
         let bookings = check::fetch_bookings(&core, &guids);
-        let checks = check::run(&q.sents, &rows, &by_guid, &bookings);
+        let mut checks = check::run(&q.sents, &rows, &by_guid, &bookings);
+        check::late(&mut checks, &q.late_total().settled, &rows, &by_guid);
         self.core.kill();
         println!(
             "chaos: {:.1} s: checked",

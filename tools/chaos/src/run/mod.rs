@@ -38,6 +38,15 @@ pub const SLOW_MS: u64 = 500;
 /// The relay's core timeouts: reads expire before SLOW answers (→ E901/UNKNOWN).
 pub const RELAY_CONNECT_MS: u64 = 200;
 pub const RELAY_READ_MS: u64 = 300;
+/// The relays' late replies: after the read timeout a call's connection is kept this long
+/// for the core's answer, and a booking or rejection that comes settles the row UNKNOWN →
+/// DONE. A SLOW answer comes SLOW_MS - RELAY_READ_MS after the timeout, well within it; the
+/// window is short so that the relays' final stop, which waits for their waiters, is short
+/// too, and every late reply is settled (or not) before the settling and the checks.
+pub const LATE_REPLY_MS: u64 = 2000;
+/// At most this many calls wait for a late reply at once, per relay (the relay's default).
+pub const MAX_LATE_REPLIES: u64 = 256;
+const _: () = assert!(RELAY_READ_MS < SLOW_MS && SLOW_MS - RELAY_READ_MS < LATE_REPLY_MS);
 /// resolve during the run: `--min-age` above SLOW_MS, `--stale-sent` at resolve's floor.
 pub const MIN_AGE_SECS: u64 = 2;
 pub const STALE_SENT_SECS: u64 = 60;

@@ -1,7 +1,7 @@
-//! Phase 3: quiesce. No more traffic, no more tool loops, no relay; the database server and
-//! the core up, the core done thinking. Then settle: resolve everything unsettled and resend
-//! what is proven unsent, round after round, until only the rows nothing can settle
-//! (FAIL500) are left.
+//! Phase 3: quiesce. No more traffic, no more tool loops; the relays stopped by SIGTERM,
+//! each after its late replies (settled or not); the database server and the core up, the
+//! core done thinking. Then settle: resolve everything unsettled and resend what is proven
+//! unsent, round after round, until only the rows nothing can settle (FAIL500) are left.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -11,16 +11,22 @@ use std::time::Duration;
 use anyhow::bail;
 use ledger::{Row, State};
 
-use super::{Run, SLOW_MS, STALE_SENT_SECS};
+use super::{LATE_REPLY_MS, Run, SLOW_MS, STALE_SENT_SECS};
 use crate::channel::Sent;
 use crate::check;
+use crate::late::LateLog;
 use crate::plan::Memo;
+use crate::procs::Stopped;
 use crate::tools::{Tally, Tool};
 
 /// Resolve + reprocess rounds before leftovers count as violations.
 const SETTLE_ROUNDS: usize = 30;
 /// reprocess's read timeout while settling (SLOW rows come back UNKNOWN at once).
 const SETTLE_READ_MS: u64 = 30;
+/// How long a relay may take to stop after SIGTERM beyond its late-reply window: requests
+/// in flight (connect + read timeouts) and the ledger writes of their results (retried for
+/// up to 10 s while the ledger fails), with room to spare.
+const STOP_MARGIN: Duration = Duration::from_secs(20);
 
 /// What the traffic and the settling left for the checks and the report.
 pub(super) struct Quiesced {
@@ -33,6 +39,19 @@ pub(super) struct Quiesced {
     pub settle_rounds: usize,
     /// Rows still unsettled after the last round (`usize::MAX`: no round ran).
     pub leftovers: usize,
+    /// What each relay's late replies came to, from its log (all its starts), by relay.
+    pub late: Vec<(String, LateLog)>,
+}
+
+impl Quiesced {
+    /// Every relay's late replies together.
+    pub fn late_total(&self) -> LateLog {
+        let mut all = LateLog::default();
+        for (_, log) in &self.late {
+            all.merge(log);
+        }
+        all
+    }
 }
 
 impl Run<'_> {
@@ -48,21 +67,15 @@ impl Run<'_> {
                 self.crashes.push(what);
             }
         }
-        for relay in &mut self.relays {
-            relay.kill();
-        }
         self.pending.fill(false);
-        // The settling needs the ledger: a database server the schedule left down comes back.
+        // The settling needs the ledger: a database server the schedule left down comes back,
+        // before the relays stop (they record what their late replies settle).
         self.start_db()?;
+        let stopped = self.stop_relays();
         self.core.start(self.start.elapsed())?;
         println!(
-            "chaos: {:.1} s: channels and tools stopped, {} killed, {}core up; settling",
+            "chaos: {:.1} s: channels and tools stopped, {stopped}, {}core up; settling",
             self.start.elapsed().as_secs_f64(),
-            if self.relays.len() == 1 {
-                "relay"
-            } else {
-                "relays"
-            },
             if self.ledger.cluster().is_some() {
                 "database and "
             } else {
@@ -77,14 +90,79 @@ impl Run<'_> {
                 .push("coresim exited by itself while quiescing".into());
             self.core.start(self.start.elapsed())?;
         }
-        self.find_panics();
+        let late = self.read_logs();
         Ok(Quiesced {
             sents,
             tallies,
             settle,
             settle_rounds,
             leftovers,
+            late,
         })
+    }
+
+    /// Stops the running relays by SIGTERM, all at once, as an operator would: each finishes
+    /// its requests and waits for its late replies (at most `LATE_REPLY_MS`), so that every
+    /// late reply has settled its row (or not) before the settling begins. One that does not
+    /// exit in time (it is SIGKILLed then) or exits with a failure is a finding. Returns what
+    /// the progress line says about it.
+    fn stop_relays(&mut self) -> String {
+        let grace = Duration::from_millis(LATE_REPLY_MS) + STOP_MARGIN;
+        let at = self.start.elapsed().as_secs_f64();
+        let outcomes: Vec<(String, Option<Stopped>)> = thread::scope(|scope| {
+            let stops: Vec<_> = self
+                .relays
+                .iter_mut()
+                .map(|r| scope.spawn(move || (r.name.clone(), r.stop(grace))))
+                .collect();
+            stops.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        let (mut stopped, mut down, mut slowest) = (0, 0, Duration::ZERO);
+        for (name, outcome) in outcomes {
+            let finding = match outcome {
+                None => {
+                    down += 1;
+                    None
+                }
+                Some(Stopped::Exited(st, took)) => {
+                    stopped += 1;
+                    slowest = slowest.max(took);
+                    (!st.success()).then(|| {
+                        format!(
+                            "{name} exited with {st} after SIGTERM (its final stop at t={at:.1}s)"
+                        )
+                    })
+                }
+                Some(Stopped::Killed(why)) => Some(format!(
+                    "{name} did not stop by SIGTERM (its final stop at t={at:.1}s): {why}"
+                )),
+            };
+            if let Some(what) = finding {
+                let what = format!("{what}; see {}", self.work.log(&name).display());
+                println!("chaos: FINDING: {what}");
+                self.crashes.push(what);
+            }
+        }
+        let single = self.relays.len() == 1;
+        if single && down == 1 {
+            return "relay down (killed by the schedule)".into();
+        }
+        format!(
+            "{} by SIGTERM in {}{:.2} s ({} late replies awaited){}",
+            if single {
+                "relay stopped".to_string()
+            } else {
+                format!("{stopped} relays stopped")
+            },
+            if single { "" } else { "at most " },
+            slowest.as_secs_f64(),
+            if single { "its" } else { "their" },
+            if down > 0 {
+                format!(", {down} down (killed by the schedule)")
+            } else {
+                String::new()
+            }
+        )
     }
 
     /// Stops the channels and the tool loops and collects what they did. A tool in the
@@ -172,14 +250,25 @@ impl Run<'_> {
         Ok((settle, rounds, leftovers))
     }
 
-    /// A thread that panicked does not always end its process: look for it in the logs.
-    fn find_panics(&mut self) {
+    /// Reads every log once. A thread that panicked does not always end its process, so
+    /// panics are looked for in all of them; the relays' logs (each holds all of its relay's
+    /// starts) also tell what their late replies came to, returned by relay.
+    fn read_logs(&mut self) -> Vec<(String, LateLog)> {
+        let mut late = Vec::new();
         for name in self.logs() {
             let text = std::fs::read_to_string(self.work.dir.join(&name)).unwrap_or_default();
             for line in text.lines().filter(|l| l.contains("panicked")) {
                 self.crashes.push(format!("{name}: {line}"));
             }
+            if let Some(relay) = self
+                .relays
+                .iter()
+                .find(|r| format!("{}.log", r.name) == name)
+            {
+                late.push((relay.name.clone(), LateLog::scan(&text)));
+            }
         }
+        late
     }
 }
 

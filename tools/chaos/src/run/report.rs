@@ -5,11 +5,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use super::Run;
 use super::check::Verdict;
 use super::quiesce::Quiesced;
+use super::{LATE_REPLY_MS, MAX_LATE_REPLIES, Run};
 use crate::channel::{Answer, Kind, Sent};
-use crate::check::{self, TITLES};
+use crate::check::{self, LATE_TITLE, TITLES};
+use crate::late::LateLog;
 use crate::plan::Memo;
 use crate::tools::Tally;
 
@@ -165,6 +166,7 @@ impl Run<'_> {
                 joined(&fail500)
             ),
         );
+        self.late_figures(q, &line);
         for (name, t) in &q.tallies {
             line(&format!("{name} runs"), tally_line(t));
         }
@@ -181,6 +183,71 @@ impl Run<'_> {
                     q.leftovers.to_string()
                 }
             ),
+        );
+    }
+
+    /// What the relays' late replies came to, from their logs: the UNKNOWN rows they
+    /// settled, the answers that settled nothing, the calls not awaited because the waiters
+    /// were full, the waits that heard nothing; with several relays, each relay's share.
+    fn late_figures(&self, q: &Quiesced, line: &dyn Fn(&str, String)) {
+        let late = q.late_total();
+        // `n` then, in parentheses, `what` and (with several relays) each relay's share.
+        let figure = |n: usize, what: String, f: fn(&LateLog) -> usize| {
+            let mut parts: Vec<String> = Vec::new();
+            if !what.is_empty() {
+                parts.push(what);
+            }
+            if q.late.len() > 1 {
+                let each: Vec<String> = q
+                    .late
+                    .iter()
+                    .map(|(name, log)| format!("{name} {}", f(log)))
+                    .collect();
+                parts.push(each.join(", "));
+            }
+            if parts.is_empty() {
+                n.to_string()
+            } else {
+                format!("{n} ({})", parts.join("; "))
+            }
+        };
+        line(
+            "late replies",
+            format!(
+                "{} arrived within the {LATE_REPLY_MS} ms window (at most {MAX_LATE_REPLIES} \
+                 waiting per relay; counted in the {}, all starts)",
+                late.arrived(),
+                if q.late.len() == 1 {
+                    "relay's log"
+                } else {
+                    "relays' logs"
+                }
+            ),
+        );
+        line(
+            "  settled UNKNOWN -> DONE",
+            figure(late.settled.len(), joined(&late.settled_by_code()), |l| {
+                l.settled.len()
+            }),
+        );
+        line(
+            "  arrived, settled nothing",
+            figure(
+                late.settled_nothing(),
+                format!(
+                    "the row had moved on {}, neither booking nor rejection {}",
+                    late.moved_on, late.not_final
+                ),
+                LateLog::settled_nothing,
+            ),
+        );
+        line(
+            "  dropped, waiters full",
+            figure(late.dropped, String::new(), |l| l.dropped),
+        );
+        line(
+            "  no answer in the window",
+            figure(late.no_reply, String::new(), |l| l.no_reply),
         );
     }
 
@@ -221,6 +288,15 @@ impl Run<'_> {
             } else {
                 "FAILED"
             }
+        );
+        let (late_cases, late_bad) = (
+            checks.examined.get(check::H).copied().unwrap_or(0),
+            checks.failed(check::H),
+        );
+        println!(
+            "  {} {LATE_TITLE}: {late_bad} violations in {late_cases} cases {}",
+            check::H,
+            if late_bad == 0 { "ok" } else { "FAILED" }
         );
 
         let total = checks.violations.len() + process_violations;

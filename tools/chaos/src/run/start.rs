@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::{
-    Backend, Bins, Config, LedgerDb, RELAY_CONNECT_MS, RELAY_READ_MS, Run, SLOW_MS,
-    STALE_SENT_SECS, Threads, Work, disrupt, path_arg, relay_name, tool_tag,
+    Backend, Bins, Config, LATE_REPLY_MS, LedgerDb, MAX_LATE_REPLIES, RELAY_CONNECT_MS,
+    RELAY_READ_MS, Run, SLOW_MS, STALE_SENT_SECS, Threads, Work, disrupt, path_arg, relay_name,
+    tool_tag,
 };
 use crate::channel;
 use crate::plan::{self, Disruption, Event};
@@ -62,6 +63,10 @@ impl<'a> Run<'a> {
                     RELAY_CONNECT_MS.to_string(),
                     "--read-timeout-ms".into(),
                     RELAY_READ_MS.to_string(),
+                    "--late-reply-ms".into(),
+                    LATE_REPLY_MS.to_string(),
+                    "--max-late-replies".into(),
+                    MAX_LATE_REPLIES.to_string(),
                 ],
                 &work.dir,
             );
@@ -70,7 +75,7 @@ impl<'a> Run<'a> {
         }
         let addrs: Vec<&str> = relays.iter().map(Service::addr).collect();
         println!(
-            "chaos: core {} (slow {SLOW_MS} ms, journal), {} {} (connect {RELAY_CONNECT_MS} ms, read {RELAY_READ_MS} ms)",
+            "chaos: core {} (slow {SLOW_MS} ms, journal), {} {} (connect {RELAY_CONNECT_MS} ms, read {RELAY_READ_MS} ms, late replies {LATE_REPLY_MS} ms)",
             core.addr(),
             if relays.len() == 1 { "relay" } else { "relays" },
             addrs.join(", ")
