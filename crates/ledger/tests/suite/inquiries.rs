@@ -200,10 +200,10 @@ pub fn needs_operator_lists_only_guids_still_in_doubt_and_prune_forgets_the_rest
 pub fn a_ledger_from_before_the_side_table_reads_no_records_and_gets_it(b: &Backend) {
     b.put(&[hand("U", "UNKNOWN", Some("E901"), 1, 120)]);
     // As a ledger made by an earlier version is: no side table (and, on SQLite, schema
-    // version 1).
+    // version 1; on PostgreSQL, no schema version at all).
     b.exec(
         "DROP TABLE tx_inquiry; PRAGMA user_version = 1;",
-        "DROP TABLE tx_inquiry;",
+        "DROP TABLE tx_inquiry; DROP TABLE ledger_schema;",
     );
     let ro = b.open(Access::ReadOnly);
     assert!(ro.needs_operator(1).unwrap().is_empty());
