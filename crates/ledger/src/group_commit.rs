@@ -180,8 +180,7 @@ fn run_batch(l: &Ledger, ops: &[&Op]) -> Vec<Outcome> {
             .map(|_| Err(LedgerError::Writer(msg.clone())))
             .collect()
     };
-    let run = |sql| conn.prepare_cached(sql).and_then(|mut st| st.execute([]));
-    if let Err(e) = run("BEGIN IMMEDIATE") {
+    if let Err(e) = l.begin_batch() {
         return all_fail(&e);
     }
     let mut results = Vec::with_capacity(ops.len());
@@ -190,11 +189,17 @@ fn run_batch(l: &Ledger, ops: &[&Op]) -> Vec<Outcome> {
         if let Err(e) = &r
             && conn.is_autocommit()
         {
+            l.abandon_batch();
             return all_fail(e);
         }
         results.push(r);
     }
-    if let Err(e) = run("COMMIT") {
+    let commit = l.end_batch().and_then(|()| {
+        conn.prepare_cached("COMMIT")
+            .and_then(|mut st| st.execute([]))
+            .map_err(LedgerError::from)
+    });
+    if let Err(e) = commit {
         let _ = conn.execute_batch("ROLLBACK");
         return all_fail(&e);
     }

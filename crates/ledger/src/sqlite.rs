@@ -5,6 +5,7 @@
 //! count says whether it happened. Nothing here reads a row to decide a write: two threads
 //! (or two processes) racing for the same GUID are arbitrated by SQLite, not by us.
 
+use std::cell::Cell;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -51,7 +52,7 @@ const PURGE_HISTORY_CHUNK: &str = "\
 /// Who is writing, for the history triggers (see schema.sql); present only during our own
 /// write transactions.
 const ACTOR_IN: &str = "INSERT INTO tx_actor (who, reason) VALUES (?1, ?2)";
-const ACTOR_OUT: &str = "DELETE FROM tx_actor";
+const ACTOR_OUT: &str = "DELETE FROM tx_actor WHERE rowid = ?1";
 const PURGE_CHUNK_SQL: &str = "\
     DELETE FROM tx WHERE guid IN ( \
         SELECT guid FROM tx WHERE state = 'DONE' AND updated_at < datetime('now', ?1) \
@@ -159,6 +160,9 @@ pub struct Ledger {
     conn: Connection,
     /// Who the history names for this connection's changes.
     who: String,
+    /// The `tx_actor` row naming `who` for a whole group-commit transaction, while one is
+    /// open (see [`Ledger::begin_batch`]).
+    batch_actor: Cell<Option<i64>>,
 }
 
 impl Ledger {
@@ -186,6 +190,7 @@ impl Ledger {
         Ok(Ledger {
             conn,
             who: "inspect".into(),
+            batch_actor: Cell::new(None),
         })
     }
 
@@ -232,6 +237,7 @@ impl Ledger {
         Ok(Ledger {
             conn,
             who: "ledger".into(),
+            batch_actor: Cell::new(None),
         })
     }
 
@@ -241,9 +247,49 @@ impl Ledger {
         self
     }
 
+    /// Opens a group-commit transaction whose changes the history names after this
+    /// connection (`who`): the actor row is written once for the batch, not once per
+    /// statement. [`Ledger::end_batch`] must run before the COMMIT.
+    pub fn begin_batch(&self) -> Result<()> {
+        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        let row = self.set_actor(&self.who, None);
+        if row.is_err() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        self.batch_actor.set(Some(row?));
+        Ok(())
+    }
+
+    /// Takes the batch's actor row out again, so that nothing committed names an actor a
+    /// later change by hand could inherit. An error here means the batch must not commit.
+    pub fn end_batch(&self) -> Result<()> {
+        match self.batch_actor.take() {
+            Some(row) => self.unset_actor(row),
+            None => Ok(()),
+        }
+    }
+
+    /// Forgets the batch's actor row after a ROLLBACK (which took it out already).
+    pub fn abandon_batch(&self) {
+        self.batch_actor.set(None);
+    }
+
+    fn set_actor(&self, who: &str, reason: Option<&str>) -> Result<i64> {
+        self.conn
+            .prepare_cached(ACTOR_IN)?
+            .execute(params![who, reason])?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    fn unset_actor(&self, row: i64) -> Result<()> {
+        self.conn.prepare_cached(ACTOR_OUT)?.execute([row])?;
+        Ok(())
+    }
+
     /// Runs one change `f` as `who` (default: this connection's name) for `reason`: the
     /// actor is set for the history triggers, in the caller's transaction (the relay's group
-    /// commit) or in one of its own (the tools, autocommit).
+    /// commit, where the batch's actor row already names this connection) or in one of its
+    /// own (the tools, autocommit). The triggers read the newest `tx_actor` row.
     fn as_actor<T>(
         &self,
         who: Option<&str>,
@@ -251,22 +297,20 @@ impl Ledger {
         f: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
         let own = self.conn.is_autocommit();
+        if !own && who.is_none() && reason.is_none() && self.batch_actor.get().is_some() {
+            return f();
+        }
         if own {
             self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         }
-        let who = who.unwrap_or(&self.who);
-        let r = self
-            .conn
-            .prepare_cached(ACTOR_IN)
-            .and_then(|mut st| st.execute(params![who, reason]))
-            .map_err(LedgerError::from)
-            .and_then(|_| f());
-        let out = self
-            .conn
-            .prepare_cached(ACTOR_OUT)
-            .and_then(|mut st| st.execute([]));
+        let row = self.set_actor(who.unwrap_or(&self.who), reason);
+        let r = row.as_ref().map_err(|_| ()).ok().map(|_| f());
+        let out = match &row {
+            Ok(row) => self.unset_actor(*row),
+            Err(_) => Ok(()),
+        };
         if own {
-            let end = if r.is_ok() && out.is_ok() {
+            let end = if matches!(r, Some(Ok(_))) && out.is_ok() {
                 "COMMIT"
             } else {
                 "ROLLBACK"
@@ -276,7 +320,8 @@ impl Ledger {
                 return Err(e.into());
             }
         }
-        let v = r?;
+        row?;
+        let v = r.expect("f ran once the actor was set")?;
         out?;
         Ok(v)
     }
