@@ -482,7 +482,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 BENCH_NPROC=$(nproc) BENCH_CPU=${cpu:-unknown} BENCH_MEM=$mem BENCH_KERNEL=$(uname -sr) \
 BENCH_RUSTC=$(rustc -V) BENCH_DATE=$started_at BENCH_SECS=$secs BENCH_WARMUP=$warmup \
-BENCH_HOLD=$hold BENCH_QUICK=$quick BENCH_DRAIN=$drain_out BENCH_FDS=$fd_limit BENCH_RATIO=$ratio BENCH_POOL=$pool \
+BENCH_HOLD=$hold BENCH_QUICK=$quick BENCH_DRAIN=$drain_out BENCH_FDS=$fd_limit BENCH_RATIO=$ratio BENCH_POOL=$pool BENCH_COST_ROUNDS=$cost_rounds \
 BENCH_GIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty) \
 python3 - "$results" "$out" <<'PY' || failed=1
 import json, os, sys
@@ -536,7 +536,7 @@ w("| cell | conns | requests | throughput (req/s) | p50 ms | p90 ms | p99 ms | p
 w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
 order = [c for c in ("relay-c1", "pg-relay-c1", "direct-c1", "relay-c8", "pg-relay-c8",
                      "direct-c8", "relay-c64", "pg-relay-c64", "direct-c64", "pg3-c64", "replay-c64") if c in by]
-order += sorted(c for c in by if c.startswith("cost"))
+order += [c for c in by if c.startswith("cost")]  # in the order they ran
 for c in order:
     r, row = res(c), by[c]
     codes = ", ".join(f"{k}: {v:,}" for k, v in (r.get("replies_by_code") or {}).items()) or "-"
@@ -624,7 +624,7 @@ w("| figure | value |")
 w("|---|---:|")
 def cost_ratios(mode):
     out = []
-    for n in range(1, 10):
+    for n in range(1, int(E["BENCH_COST_ROUNDS"]) + 1):
         a, b = res(f"cost{n}-relay-c64").get("throughput_rps"), res(f"cost{n}-{mode}-c64").get("throughput_rps")
         if a and b:
             out.append(a / b)

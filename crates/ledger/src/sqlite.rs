@@ -271,7 +271,7 @@ impl Ledger {
 
     /// Forgets the batch's actor row after a ROLLBACK (which took it out already).
     pub fn abandon_batch(&self) {
-        self.batch_actor.set(None);
+        self.batch_actor.take();
     }
 
     fn set_actor(&self, who: &str, reason: Option<&str>) -> Result<i64> {
@@ -303,27 +303,22 @@ impl Ledger {
         if own {
             self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         }
-        let row = self.set_actor(who.unwrap_or(&self.who), reason);
-        let r = row.as_ref().map_err(|_| ()).ok().map(|_| f());
-        let out = match &row {
-            Ok(row) => self.unset_actor(*row),
-            Err(_) => Ok(()),
-        };
+        // The actor row goes out again even when `f` fails; `f`'s error comes first.
+        let r = self
+            .set_actor(who.unwrap_or(&self.who), reason)
+            .and_then(|row| {
+                let v = f();
+                let out = self.unset_actor(row);
+                v.and_then(|v| out.map(|()| v))
+            });
         if own {
-            let end = if matches!(r, Some(Ok(_))) && out.is_ok() {
-                "COMMIT"
-            } else {
-                "ROLLBACK"
-            };
+            let end = if r.is_ok() { "COMMIT" } else { "ROLLBACK" };
             if let Err(e) = self.conn.execute_batch(end) {
                 let _ = self.conn.execute_batch("ROLLBACK");
                 return Err(e.into());
             }
         }
-        row?;
-        let v = r.expect("f ran once the actor was set")?;
-        out?;
-        Ok(v)
+        r
     }
 
     /// What this connection's durability rests on.
