@@ -201,7 +201,7 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
             )?;
             // What the inquiry says when it is not the 404 that proves "never booked", and
             // what the operator can do about it.
-            let doubt = match client.inquire(guid) {
+            let doubt = match client.inquire(&transfer) {
                 Inquiry::NotFound => None,
                 Inquiry::Booked(b) => {
                     let r = ReplyView::of(&wire::reply_to(request, &wire::OK, Some(&b)))

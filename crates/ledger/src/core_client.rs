@@ -208,7 +208,7 @@ impl CoreClient {
         let call = match (&outcome, caught) {
             (Outcome::Unknown(_), Some(transport)) => Some(LateCall {
                 transport,
-                guid: t.guid.clone(),
+                ours: Ours::of(t),
             }),
             _ => None,
         };
@@ -228,16 +228,17 @@ impl CoreClient {
         };
         let status = resp.status().as_u16();
         match resp.body_mut().with_config().limit(MAX_BODY).read_to_vec() {
-            Ok(body) => outcome_of(status, &body, &t.guid),
+            Ok(body) => outcome_of(status, &body, Ours::of(t)),
             Err(e) => Outcome::Unknown(format!("HTTP {status}, body not read: {e}")),
         }
     }
 
-    /// Asks the core whether it booked `guid`. Never POSTs.
-    pub fn inquire(&self, guid: &str) -> Inquiry {
+    /// Asks the core whether it booked transfer `t` (its GUID, our stored request). Never
+    /// POSTs. A booking counts only if it names `t`'s GUID and amount.
+    pub fn inquire(&self, t: &Transfer) -> Inquiry {
         let result = self
             .agent
-            .get(format!("{}/v1/transfers/{guid}", self.base))
+            .get(format!("{}/v1/transfers/{}", self.base, t.guid))
             .call();
         let mut resp = match result {
             Ok(r) => r,
@@ -261,17 +262,36 @@ impl CoreClient {
                 ),
             };
         }
-        match booking(&text, guid) {
+        match booking(&text, Ours::of(t)) {
             Ok(body) => Inquiry::Booked(body),
             Err(why) => Inquiry::Error(format!("inquiry answered 200 but {why}")),
         }
     }
 }
 
-/// What a complete answer to a POST of `guid` means (contract §3).
-pub(crate) fn outcome_of(status: u16, body: &[u8], guid: &str) -> Outcome {
+/// The transfer a booking must be for: our GUID and our amount. A booking that names
+/// another GUID, none, or another amount is not ours to record (a core that mixed up its
+/// answers, an environment's core booking something else under our GUID): the outcome stays
+/// in doubt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ours {
+    pub guid: String,
+    pub amount: u64,
+}
+
+impl Ours {
+    pub fn of(t: &Transfer) -> Ours {
+        Ours {
+            guid: t.guid.clone(),
+            amount: t.amount,
+        }
+    }
+}
+
+/// What a complete answer to a POST of `ours` means (contract §3).
+pub(crate) fn outcome_of(status: u16, body: &[u8], ours: Ours) -> Outcome {
     match status {
-        200 => match booking(body, guid) {
+        200 => match booking(body, ours) {
             Ok(body) => Outcome::Booked(body),
             Err(why) => Outcome::Unknown(format!("HTTP 200 but {why}")),
         },
@@ -292,14 +312,41 @@ fn classify(e: &Error) -> Outcome {
     }
 }
 
-/// A 200 body that is a booking for `guid` and fits the reply format.
-fn booking(text: &[u8], guid: &str) -> Result<[u8; BOOKING_BODY_LEN], String> {
+/// A 200 body that is a booking of `ours` (its GUID and amount) and fits the reply format.
+/// The error says both sides, for the log.
+fn booking(text: &[u8], ours: Ours) -> Result<[u8; BOOKING_BODY_LEN], String> {
     let b: BookingJson =
         serde_json::from_slice(text).map_err(|e| format!("body is not a booking: {e}"))?;
-    if let Some(g) = &b.guid
-        && g != guid
-    {
-        return Err(format!("booking is for guid {g:?}"));
+    let theirs = || {
+        format!(
+            "(core_ref {:?}, amount {}, booked_at {:?})",
+            b.core_ref, b.amount, b.booked_at
+        )
+    };
+    match &b.guid {
+        Some(g) if *g == ours.guid => {}
+        Some(g) => {
+            return Err(format!(
+                "the booking is for guid {g:?} {}, ours is {:?}",
+                theirs(),
+                ours.guid
+            ));
+        }
+        None => {
+            return Err(format!(
+                "the booking names no guid {}, ours is {:?}",
+                theirs(),
+                ours.guid
+            ));
+        }
+    }
+    if b.amount != ours.amount {
+        return Err(format!(
+            "the booking is for amount {} {}, ours is {}",
+            b.amount,
+            theirs(),
+            ours.amount
+        ));
     }
     wire::booking_body(&b.core_ref, b.amount, &b.booked_at).map_err(|e| e.0)
 }
@@ -493,6 +540,8 @@ mod tests {
             "not json",
             r#"{"guid":"G1"}"#,
             r#"{"guid":"G2","core_ref":"C1","amount":1500,"booked_at":"2026-12-02T09:30:12Z"}"#,
+            r#"{"core_ref":"C1","amount":1500,"booked_at":"2026-12-02T09:30:12Z"}"#,
+            r#"{"guid":"G1","core_ref":"C1","amount":1,"booked_at":"2026-12-02T09:30:12Z"}"#,
             r#"{"guid":"G1","core_ref":"C1","amount":1500,"booked_at":"yesterday"}"#,
             r#"{"guid":"G1","core_ref":"C1234567890123456789","amount":1,"booked_at":"2026-12-02T09:30:12Z"}"#,
         ] {
@@ -524,7 +573,7 @@ mod tests {
 
     #[test]
     fn inquiry_answers() {
-        let c = |raw| client(&answer(raw)).inquire("G1");
+        let c = |raw| client(&answer(raw)).inquire(&transfer());
         assert!(matches!(
             c(json_response("200 OK", BOOKING)),
             Inquiry::Booked(_)
@@ -544,12 +593,42 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", l.local_addr().unwrap());
         drop(l);
-        assert!(matches!(client(&url).inquire("G1"), Inquiry::Error(_)));
+        assert!(matches!(
+            client(&url).inquire(&transfer()),
+            Inquiry::Error(_)
+        ));
+    }
+
+    #[test]
+    fn a_booking_must_name_our_guid_and_our_amount() {
+        let c = |body| client(&answer(json_response("200 OK", body))).inquire(&transfer());
+        let cases = [
+            (
+                r#"{"core_ref":"C1","amount":1500,"booked_at":"2026-12-02T09:30:12Z"}"#,
+                "inquiry answered 200 but the booking names no guid (core_ref \"C1\", amount \
+                 1500, booked_at \"2026-12-02T09:30:12Z\"), ours is \"G1\"",
+            ),
+            (
+                r#"{"guid":"G1","core_ref":"C1","amount":1,"booked_at":"2026-12-02T09:30:12Z"}"#,
+                "inquiry answered 200 but the booking is for amount 1 (core_ref \"C1\", amount 1, \
+                 booked_at \"2026-12-02T09:30:12Z\"), ours is 1500",
+            ),
+            (
+                r#"{"guid":"G2","core_ref":"C1","amount":1500,"booked_at":"2026-12-02T09:30:12Z"}"#,
+                "inquiry answered 200 but the booking is for guid \"G2\" (core_ref \"C1\", \
+                 amount 1500, booked_at \"2026-12-02T09:30:12Z\"), ours is \"G1\"",
+            ),
+        ];
+        for (body, why) in cases {
+            assert_eq!(c(body), Inquiry::Error(why.into()), "{body}");
+            let late = outcome_of(200, body.as_bytes(), Ours::of(&transfer()));
+            assert!(is_unknown(&late), "a late reply too: {late:?}");
+        }
     }
 
     #[test]
     fn a_404_that_is_not_the_cores_json_proves_nothing() {
-        let c = |raw| client(&answer(raw)).inquire("G1");
+        let c = |raw| client(&answer(raw)).inquire(&transfer());
         for raw in [
             "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: 22\r\nConnection: close\r\n\r\n<h1>404 Not Found</h1>",
             "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",

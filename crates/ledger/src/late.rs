@@ -21,7 +21,7 @@ use log::{info, warn};
 use ureq::Error;
 use ureq::unversioned::transport::{Buffers, NextTimeout, Transport};
 
-use crate::core_client::{Outcome, outcome_of};
+use crate::core_client::{Ours, Outcome, outcome_of};
 use crate::metrics::metrics;
 use crate::state::{Change, State};
 use crate::store::Store;
@@ -141,8 +141,9 @@ impl Transport for Counted {
 
 /// A call to the core given up at the read timeout, whose connection is still open.
 pub struct LateCall {
-    pub transport: Box<dyn Transport>,
-    pub guid: String,
+    pub(crate) transport: Box<dyn Transport>,
+    /// The transfer the answer must be a booking of.
+    pub(crate) ours: Ours,
 }
 
 impl LateCall {
@@ -151,7 +152,7 @@ impl LateCall {
     pub fn wait(mut self, until: Instant) -> Option<Outcome> {
         loop {
             if let Some(answer) = parse(self.transport.buffers().input()) {
-                return answer.map(|(status, body)| outcome_of(status, body, &self.guid));
+                return answer.map(|(status, body)| outcome_of(status, body, self.ours.clone()));
             }
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() || self.transport.buffers().input_append_buf().is_empty() {
@@ -168,7 +169,7 @@ impl LateCall {
                     // Closed or timed out: an answer may still be complete in the buffer.
                     return parse(self.transport.buffers().input())
                         .flatten()
-                        .map(|(status, body)| outcome_of(status, body, &self.guid));
+                        .map(|(status, body)| outcome_of(status, body, self.ours.clone()));
                 }
             }
         }
@@ -259,7 +260,7 @@ impl LateReplies {
                 let n = self.counts.dropped.fetch_add(1, Ordering::Relaxed) + 1;
                 warn!(
                     "guid={} late reply not awaited: {} calls already waiting ({n} dropped so far)",
-                    call.guid, self.max
+                    call.ours.guid, self.max
                 );
                 return;
             }
@@ -274,7 +275,7 @@ impl LateReplies {
             .name("late-reply".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                let guid = call.guid.clone();
+                let guid = call.ours.guid.clone();
                 this.settle(&guid, call.wait(until), attempt, &msg);
                 this.release();
             });

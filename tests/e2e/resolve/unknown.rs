@@ -300,3 +300,39 @@ fn resolve_skips_rows_without_a_usable_request_and_settles_the_rest() {
     assert_done_as_booked(&s.db, s.core(), &good);
     assert_eq!(s.core().total_bookings(), 1);
 }
+
+#[test]
+fn resolve_believes_only_a_booking_of_our_guid_and_our_amount() {
+    skip_if_unavailable!();
+    // Our request was for 99 900; the core holds a booking under the same GUID for 1 (made
+    // elsewhere, or the core mixed its answers up). That is not our transfer's booking: the
+    // row stays in doubt, the failed inquiry is counted, and the log shows both sides.
+    let ours = msg("G-RA-AMOUNT", 99_900, "");
+    let s = Scene::new()
+        .core(&[])
+        .relay(&[])
+        .row(RowSpec::unknown(&ours).age(OLD))
+        .build();
+    s.core().book(&msg("G-RA-AMOUNT", 1, ""));
+    let before = s.db.row("G-RA-AMOUNT").unwrap();
+
+    let r = s.resolve(&["--min-age", "60"]);
+    r.expect_code(EXIT_LEFT);
+    assert!(
+        r.stdout()
+            .starts_with("resolve: 1 examined, 0 DONE, 0 FAILED, 1 left"),
+        "{}",
+        r.stdout()
+    );
+    assert!(
+        r.stderr().contains("guid=G-RA-AMOUNT left UNKNOWN")
+            && r.stderr().contains("the booking is for amount 1")
+            && r.stderr().contains("ours is 99900"),
+        "{}",
+        r.stderr()
+    );
+    assert_eq!(s.db.row("G-RA-AMOUNT").unwrap(), before, "nothing settled");
+    assert_eq!(inquiry_failures(&s.db, "G-RA-AMOUNT"), Some(1));
+    assert_eq!(s.call(&ours), short(&ours, &E_UNKNOWN), "still in doubt");
+    assert_eq!(s.core().bookings("G-RA-AMOUNT"), 1, "never POSTed");
+}

@@ -152,21 +152,23 @@ impl From<LedgerError> for ResolveError {
 }
 
 /// How many of the newest bookings the canary looks through for one whose GUID it may put in
-/// a URL (a hand-made row may hold anything).
+/// a URL and whose stored request says what the core's booking must be (a hand-made row may
+/// hold anything).
 const CANARY_CANDIDATES: usize = 20;
 
 /// Before any row is settled: the most recent GUID the ledger holds as booked (DONE/0000)
 /// must be known to the core (inquiry answers 200). `Ok(None)`: the ledger has no booking
 /// yet, so there is nothing to check against (the caller warns).
 pub fn canary(ledger: &dyn Store, core: &CoreClient) -> Result<Option<String>, ResolveError> {
-    let Some(row) = ledger
+    let Some((row, t)) = ledger
         .recent_bookings(CANARY_CANDIDATES)?
         .into_iter()
-        .find(|r| wire::valid_guid(r.guid.as_bytes()))
+        .filter(|r| wire::valid_guid(r.guid.as_bytes()))
+        .find_map(|r| stored_transfer(&r).ok().map(|(t, _)| t).map(|t| (r, t)))
     else {
         return Ok(None);
     };
-    let (why, not_found) = match core.inquire(&row.guid) {
+    let (why, not_found) = match core.inquire(&t) {
         Inquiry::Booked(_) => return Ok(Some(row.guid)),
         Inquiry::NotFound => ("the inquiry answered 404 (never booked)".to_string(), true),
         Inquiry::Error(why) => (why, false),
@@ -254,14 +256,14 @@ enum Settled {
 /// Asks the core about one row and settles it by one guarded statement.
 fn settle(ledger: &dyn Store, core: &CoreClient, settings: &ResolveSettings, row: &Row) -> Settled {
     let from = row.state;
-    let (_, req) = match stored_transfer(row) {
+    let (t, req) = match stored_transfer(row) {
         Ok(x) => x,
         Err(why) => {
             warn!("guid={} skipped: {why}", row.guid);
             return Settled::Skipped;
         }
     };
-    let (to, code, body, settled, why) = match core.inquire(&row.guid) {
+    let (to, code, body, settled, why) = match core.inquire(&t) {
         Inquiry::Booked(body) => {
             forget_failures(ledger, &row.guid);
             let why = "inquiry: booked";
