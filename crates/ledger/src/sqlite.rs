@@ -14,7 +14,7 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRe
 use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, params};
 
 pub use crate::error::{LedgerError, Result};
-pub use crate::state::{Change, HistoryRow, Row, State};
+pub use crate::state::{Change, Evidence, HistoryRow, Row, State};
 pub use crate::store::{Durability, InquiryRecord, PURGE_CHUNK, Store};
 use crate::store::{backoff_base_secs, backoff_cap_secs, last_error_text};
 
@@ -23,9 +23,10 @@ pub const SCHEMA: &str = include_str!("../../../schema.sql");
 
 /// Bumped whenever `SCHEMA` changes; `PRAGMA user_version` records what a file has seen.
 /// 2: `tx_history`, its triggers and `tx_actor`; 3: `relay_health` (`/healthz`); 4:
-/// `tx_inquiry` (resolve's backoff). The schema is idempotent: a file at any earlier version
-/// gets whatever it lacks.
-const SCHEMA_VERSION: i64 = 4;
+/// `tx_inquiry` (resolve's backoff); 5: the insert trigger records a row replaced by `INSERT
+/// OR REPLACE`. The schema is idempotent: a file at any earlier version gets whatever it
+/// lacks.
+const SCHEMA_VERSION: i64 = 5;
 
 // The transitions. Each names, in its WHERE, the state it leaves; its row count decides.
 const CLAIM_NEW: &str = "\
@@ -51,6 +52,12 @@ const PURGE_HISTORY_CHUNK: &str = "\
         WHERE at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1) ORDER BY id LIMIT ?2)";
 /// Who is writing, for the history triggers (see schema.sql); present only during our own
 /// write transactions.
+/// A history row that records evidence, not a change: from- and to-state are the row's state
+/// as it is (NULL if there is no row).
+const RECORD_EVIDENCE: &str = "\
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason) \
+    VALUES (?1, (SELECT state FROM tx WHERE guid = ?1), (SELECT state FROM tx WHERE guid = ?1), \
+            ?2, ?3, ?4, ?5)";
 const ACTOR_IN: &str = "INSERT INTO tx_actor (who, reason) VALUES (?1, ?2)";
 const ACTOR_OUT: &str = "DELETE FROM tx_actor WHERE rowid = ?1";
 const PURGE_CHUNK_SQL: &str = "\
@@ -577,6 +584,14 @@ impl Ledger {
     }
 
     /// Deletes at most `limit` history rows older than `days`.
+    /// Adds `e` to its GUID's history, the `tx` row untouched (see `Evidence`).
+    pub fn record_evidence(&self, e: &Evidence) -> Result<()> {
+        self.conn
+            .prepare_cached(RECORD_EVIDENCE)?
+            .execute(params![e.guid, e.rsp_code, e.attempt, self.who, e.reason])?;
+        Ok(())
+    }
+
     pub fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         Ok(self
@@ -738,6 +753,9 @@ impl Store for Mutex<Ledger> {
     }
     fn history(&self, guid: &str) -> Result<Vec<HistoryRow>> {
         lock(self).history(guid)
+    }
+    fn record_evidence(&self, e: &Evidence) -> Result<()> {
+        lock(self).record_evidence(e)
     }
     fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
         lock(self).purge_history_chunk(days, limit)
