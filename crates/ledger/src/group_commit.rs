@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::error::{LedgerError, Result};
 use crate::metrics::metrics;
 use crate::sqlite::{BUSY_TIMEOUT, Ledger, health_read_back};
-use crate::state::{Change, HistoryRow, Row, State};
+use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{Durability, InquiryRecord, Store};
 
 /// One write waiting for the writer thread.
@@ -45,6 +45,7 @@ enum Op {
         days: u64,
         limit: usize,
     },
+    Evidence(Evidence),
     /// `/healthz`'s write, on the `relay_health` side table.
     TouchHealth,
 }
@@ -91,6 +92,7 @@ impl Op {
                 Some(l.purge_history_chunk(*days, *limit)? as i64)
             }
             Op::TouchHealth => l.touch_health().map(|()| Some(0))?,
+            Op::Evidence(e) => l.record_evidence(e).map(|()| Some(1))?,
         };
         Ok(Written::Count(count))
     }
@@ -316,6 +318,9 @@ impl Store for GroupCommit {
     }
     fn history(&self, guid: &str) -> Result<Vec<HistoryRow>> {
         self.reads.get()?.history(guid)
+    }
+    fn record_evidence(&self, e: &Evidence) -> Result<()> {
+        self.writer.count(Op::Evidence(e.clone())).map(|_| ())
     }
     fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
         let n = self.writer.count(Op::PurgeHistoryChunk { days, limit })?;

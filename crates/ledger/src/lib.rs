@@ -11,6 +11,7 @@ pub mod batch;
 pub mod core_client;
 pub mod core_tls;
 pub mod db;
+pub mod double_booking;
 pub mod error;
 pub mod group_commit;
 pub mod late;

@@ -91,6 +91,9 @@ pub struct Metrics {
     pub late_arrived: IntCounter,
     pub late_settled: IntCounter,
     pub late_waiting: IntGauge,
+    /// Results of an earlier attempt, booked or of unknown outcome, that came back after a
+    /// later attempt had claimed the GUID: the core may have booked it twice.
+    pub possible_double_bookings: IntCounter,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -220,6 +223,12 @@ impl Metrics {
             late_waiting: gauge(
                 "txrelay_late_replies_waiting",
                 "Calls awaiting a late reply now.",
+            ),
+            possible_double_bookings: counter(
+                "txrelay_possible_double_bookings_total",
+                "Results of an earlier attempt (booked, or of unknown outcome) that came \
+                 back after a later attempt had claimed the GUID: the core may have booked \
+                 it twice. Each is in the GUID's history with its booking; alert above 0.",
             ),
             registry: r,
         };

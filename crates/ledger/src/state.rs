@@ -74,6 +74,19 @@ pub struct Row {
     pub updated_at: String,
 }
 
+/// Evidence for a GUID's history that changes nothing in its `tx` row: what an investigator
+/// needs when the core may have booked the GUID twice (the booking of an earlier attempt
+/// that came back after a later attempt had claimed the row). Recorded as a history row
+/// whose from- and to-state are the row's state as it is (nothing moved), with `attempt`
+/// the earlier attempt and `rsp_code` its result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evidence {
+    pub guid: String,
+    pub attempt: i64,
+    pub rsp_code: String,
+    pub reason: String,
+}
+
 /// One change of a `tx` row as its history (`tx_history`) records it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HistoryRow {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::state::{Change, HistoryRow, Row, State};
+use crate::state::{Change, Evidence, HistoryRow, Row, State};
 
 /// purge deletes at most this many rows per transaction, so that the write lock is never
 /// held long enough for a claim or a result to wait out its busy timeout.
@@ -122,6 +122,9 @@ pub trait Store: Send + Sync {
     fn count_by_state(&self) -> Result<Vec<(State, i64)>>;
     /// The history of `guid`, oldest change first (it outlives the row).
     fn history(&self, guid: &str) -> Result<Vec<HistoryRow>>;
+    /// Adds `evidence` to its GUID's history (one row, the `tx` row untouched), named after
+    /// this store's tool.
+    fn record_evidence(&self, evidence: &Evidence) -> Result<()>;
     /// Deletes at most `limit` history rows older than `days` (its own retention).
     fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize>;
     /// Seconds since the oldest row in `state` last changed (`None`: no such row); for the

@@ -8,6 +8,7 @@ use log::warn;
 use std::sync::Arc;
 
 use crate::core_client::{CoreClient, Outcome};
+use crate::double_booking;
 use crate::late::LateReplies;
 use crate::metrics::metrics;
 use crate::sqlite::BUSY_TIMEOUT;
@@ -298,13 +299,7 @@ fn after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], change: Change) -> (Hand
         && row.attempts > change.attempt
         && change.to != State::Failed
     {
-        warn!(
-            "guid={guid} attempt {}'s result {} came after attempt {} claimed the row: the \
-             core may have booked this GUID twice; check with the core",
-            change.attempt.unwrap_or_default(),
-            change.code_str(),
-            row.attempts.unwrap_or_default()
-        );
+        double_booking::earlier_attempt_came_back(store, &change, row.attempts.unwrap_or(0));
     } else {
         warn!("guid={guid} was settled by another writer during the call");
     }

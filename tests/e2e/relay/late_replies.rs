@@ -155,3 +155,107 @@ fn a_late_booking_after_resolve_took_a_404_puts_the_failed_row_right() {
     );
     assert_eq!(s.core().bookings(g), 1);
 }
+
+#[test]
+fn a_rejection_after_the_read_timeout_settles_the_row_with_its_code() {
+    skip_if_unavailable!();
+    let s = Scene::new()
+        .core(&["--slow-ms", "1500"])
+        .relay(&["--read-timeout-ms", "500"])
+        .build();
+    let g = "G-LR-REJECTED";
+    let m = msg(g, 778, "SLOWREJECT");
+    assert_eq!(s.call(&m), short(&m, &E_UNKNOWN));
+    assert_eq!(s.db.state(g), Some(State::Unknown));
+    assert!(eventually(WAIT, || s.db.state(g) == Some(State::Done)));
+    let row = s.db.row(g).unwrap();
+    assert_eq!(
+        (row.rsp_code.as_deref(), row.attempts),
+        (Some("B001"), Some(1))
+    );
+    assert_eq!(
+        s.call(&m),
+        short(&m, b"B001"),
+        "the resend gets the rejection"
+    );
+    assert_eq!(s.core().bookings(g), 0);
+    assert!(
+        s.relay().stderr().contains("late reply B001"),
+        "{}",
+        s.relay().stderr()
+    );
+}
+
+#[test]
+fn attempt_1s_late_booking_while_attempt_2_holds_the_row_changes_nothing_and_is_evidence() {
+    skip_if_unavailable!();
+    // resolve takes a 404 from a core still at work (--min-age 0: the hazard) and the channel
+    // resends at once: attempt 2 is sent, and attempt 1's booking comes back while attempt 2
+    // holds the row. The core has now booked the GUID twice; the ledger keeps attempt 2 and
+    // must keep attempt 1's booking as evidence, in the history, the log and a metric.
+    let db = temp_ledger();
+    let core = Core::start(&["--slow-ms", "3000"]);
+    let mut cmd = relay_command(&db, &core.url(), &["--admin", "127.0.0.1:0"]);
+    cmd.args(["--read-timeout-ms", "300", "--late-reply-ms", "5000"]);
+    let relay = Server::start(cmd);
+    let admin = admin_addr(&relay);
+    let g = "G-LR-TWICE";
+    let m = msg(g, 4242, "SLOW");
+    assert_eq!(call(&relay.addr, &m), short(&m, &E_UNKNOWN));
+    resolve(&db, &core.url(), &["--min-age", "0"]).expect_code(EXIT_SETTLED);
+    assert_eq!(db.state(g), Some(State::Failed));
+    assert_eq!(call(&relay.addr, &m), short(&m, &E_UNKNOWN), "attempt 2");
+    assert_eq!(db.row(g).unwrap().attempts, Some(2));
+
+    // Attempt 1's booking comes back first (it was sent first); then attempt 2's settles
+    // the row.
+    assert!(eventually(WAIT, || core.bookings(g) == 2));
+    assert!(eventually(WAIT, || db.state(g) == Some(State::Done)));
+    let row = db.row(g).unwrap();
+    assert_eq!(
+        (row.rsp_code.as_deref(), row.attempts),
+        (Some("0000"), Some(2))
+    );
+    let first = core.inquiry(g).expect("booked");
+    let ours = ledger::wire::parse_reply(row.response.as_deref().unwrap())
+        .unwrap()
+        .booking
+        .unwrap();
+    assert_ne!(
+        Some(ours.core_ref.as_str()),
+        first["core_ref"].as_str(),
+        "the row holds attempt 2's booking"
+    );
+
+    let history = db.store().history(g).unwrap();
+    let evidence: Vec<_> = history
+        .iter()
+        .filter(|h| {
+            h.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("double booking"))
+        })
+        .collect();
+    assert_eq!(evidence.len(), 1, "{history:#?}");
+    let e = evidence[0];
+    let reason = e.reason.as_deref().unwrap();
+    assert!(
+        reason.contains(&format!(
+            "attempt 1 booked: core_ref {}, amount 4242, booked_at ",
+            first["core_ref"].as_str().unwrap()
+        )) && reason.contains("after attempt 2 claimed the row"),
+        "{reason}"
+    );
+    assert_eq!(
+        (e.attempts, e.rsp_code.as_deref(), e.who.as_str()),
+        (Some(1), Some("0000"), "relay")
+    );
+    assert_eq!(e.from_state, e.to_state, "evidence, not a change");
+    let (_, text) = http_get(&admin, "/metrics");
+    assert_eq!(sample(&text, "txrelay_possible_double_bookings_total"), 1.0);
+    assert!(
+        relay.stderr().contains("may have booked this GUID twice"),
+        "{}",
+        relay.stderr()
+    );
+}

@@ -35,6 +35,9 @@ struct TransferRequest {
 /// What the memo asks the simulator to do, matched by prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Directive {
+    /// Ours, beyond the contract's four: `SLOW`'s wait, then `REJECT`'s answer (a late
+    /// business rejection, for the relay's late-reply tests).
+    SlowReject,
     Slow,
     Drop,
     Fail500,
@@ -43,7 +46,9 @@ pub enum Directive {
 }
 
 impl Directive {
-    const PREFIXES: [(&str, Directive); 4] = [
+    /// Longest first: `SLOWREJECT` also starts with `SLOW`.
+    const PREFIXES: [(&str, Directive); 5] = [
+        ("SLOWREJECT", Directive::SlowReject),
         ("SLOW", Directive::Slow),
         ("DROP", Directive::Drop),
         ("FAIL500", Directive::Fail500),
@@ -59,6 +64,7 @@ impl Directive {
 
     pub fn name(self) -> &'static str {
         match self {
+            Directive::SlowReject => "SLOWREJECT",
             Directive::Slow => "SLOW",
             Directive::Drop => "DROP",
             Directive::Fail500 => "FAIL500",
@@ -230,6 +236,10 @@ impl Core {
         let reply = match directive {
             Directive::Fail500 => error(500, "E500", "simulated core failure"),
             Directive::Reject => error(422, "B001", "rejected by simulator"),
+            Directive::SlowReject => {
+                thread::sleep(self.slow);
+                error(422, "B001", "rejected by simulator, late")
+            }
             Directive::Drop => match self.book(&request) {
                 Ok(_) => Reply::Drop,
                 Err(e) => journal_failure(&e),
@@ -352,6 +362,7 @@ mod tests {
     #[test]
     fn directives_match_by_prefix() {
         assert_eq!(Directive::of("SLOW down"), Directive::Slow);
+        assert_eq!(Directive::of("SLOWREJECT it"), Directive::SlowReject);
         assert_eq!(Directive::of("DROP"), Directive::Drop);
         assert_eq!(Directive::of("FAIL500x"), Directive::Fail500);
         assert_eq!(Directive::of("REJECT"), Directive::Reject);

@@ -17,7 +17,7 @@ pub use url::{PgUrl, is_pg_url};
 
 use crate::error::{LedgerError, Result};
 use crate::metrics::metrics;
-use crate::state::{Change, HistoryRow, Row, State};
+use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{
     Durability, INQUIRY_BACKOFF_MAX_DOUBLINGS, InquiryRecord, Store, backoff_base_secs,
     backoff_cap_secs, last_error_text,
@@ -88,6 +88,11 @@ const HISTORY: &str = "\
     SELECT id, guid, from_state, to_state, rsp_code, attempts, \
     to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS'), who, reason \
     FROM tx_history WHERE guid = $1 ORDER BY id";
+/// Evidence, not a change (see `Evidence`): from- and to-state are the row's state as it is.
+const RECORD_EVIDENCE: &str = "\
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason) \
+    VALUES ($1, (SELECT state FROM tx WHERE guid = $1), (SELECT state FROM tx WHERE guid = $1), \
+            $2, $3, $4, $5)";
 const PURGE_HISTORY_CHUNK: &str = "\
     DELETE FROM tx_history WHERE id IN ( \
         SELECT id FROM tx_history WHERE at < now() - make_interval(days => $1) \
@@ -582,6 +587,22 @@ impl Store for PgStore {
                     })
                 })
                 .collect()
+        })
+    }
+
+    fn record_evidence(&self, e: &Evidence) -> Result<()> {
+        let (guid, code, attempt, reason) = (
+            e.guid.clone(),
+            e.rsp_code.clone(),
+            attempts(e.attempt),
+            e.reason.clone(),
+        );
+        self.pool.run("recording evidence", move |c| {
+            let st = c.prepared(RECORD_EVIDENCE)?;
+            let who = c.who.clone();
+            c.client
+                .execute(&st, &[&guid, &code, &attempt, &who, &reason])
+                .map(|_| ())
         })
     }
 

@@ -2,7 +2,7 @@
 //! whoever made it (our tools, or SQL by hand), written in the same transaction; never
 //! updated; kept when the row is purged; with a retention of its own.
 
-use ledger::{Access, Change, State, Store};
+use ledger::{Access, Change, Db, State, Store};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -19,6 +19,8 @@ enum Op {
     HandInsert(usize),
     HandUpdate(usize, State),
     HandDelete(usize),
+    /// SQLite's `INSERT OR REPLACE` (PostgreSQL's twin: an upsert that updates).
+    HandReplace(usize),
 }
 
 const GUIDS: [&str; 3] = ["H-A", "H-B", "H-C"];
@@ -41,7 +43,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Purge),
         1 => g.clone().prop_map(Op::HandInsert),
         2 => (g.clone(), st).prop_map(|(g, s)| Op::HandUpdate(g, s)),
-        1 => g.prop_map(Op::HandDelete),
+        1 => g.clone().prop_map(Op::HandDelete),
+        1 => g.prop_map(Op::HandReplace),
     ]
 }
 
@@ -88,6 +91,27 @@ fn run(b: &Backend, s: &dyn Store, op: &Op) -> (u64, &'static str) {
                 .unwrap(),
             "sql",
         ),
+        Op::HandReplace(g) => match b.db {
+            // The replaced row is deleted (a change the history records) and a new one
+            // inserted; SQLite counts only the insert.
+            Db::Sqlite(_) => {
+                let existed = u64::from(s.read(GUIDS[*g]).unwrap().is_some());
+                let sql = format!(
+                    "INSERT OR REPLACE INTO tx (guid, state) VALUES ('{}', 'DONE')",
+                    GUIDS[*g]
+                );
+                (existed + b.by_hand(&sql).unwrap(), "sql")
+            }
+            Db::Postgres(_) => (
+                b.by_hand(&format!(
+                    "INSERT INTO tx (guid, state) VALUES ('{}', 'DONE') \
+                     ON CONFLICT (guid) DO UPDATE SET state = excluded.state",
+                    GUIDS[*g]
+                ))
+                .unwrap(),
+                "sql",
+            ),
+        },
     }
 }
 
@@ -118,7 +142,8 @@ fn every_change_leaves_one_history_row(make: impl Fn() -> Backend, cases: u32, a
                         | Op::Transition(g, ..)
                         | Op::HandInsert(g)
                         | Op::HandUpdate(g, _)
-                        | Op::HandDelete(g) => GUIDS[*g],
+                        | Op::HandDelete(g)
+                        | Op::HandReplace(g) => GUIDS[*g],
                         Op::Purge => continue,
                     };
                     let last = s.history(g).unwrap().pop().unwrap();
@@ -229,4 +254,111 @@ pub fn a_purged_row_keeps_its_history_and_history_has_its_own_retention(b: &Back
     assert_eq!(s.purge_history_chunk(365, 10).unwrap(), 1);
     assert!(s.history("H-OLD").unwrap().is_empty());
     assert_eq!(s.history("H3").unwrap().len(), 2, "young history stays");
+}
+
+pub fn evidence_is_a_history_row_that_changes_nothing(b: &Backend) {
+    for access in [Access::Tool, Access::Relay] {
+        let s = b.open(access);
+        let guid = format!("H-EV-{access:?}");
+        assert!(s.claim_new(&guid, "TRNF", b"req").unwrap());
+        let row = s.read(&guid).unwrap();
+        let e = ledger::state::Evidence {
+            guid: guid.clone(),
+            attempt: 1,
+            rsp_code: "0000".into(),
+            reason: "possible double booking: attempt 1 booked: core_ref C1".into(),
+        };
+        s.record_evidence(&e).unwrap();
+        assert_eq!(s.read(&guid).unwrap(), row, "the row is untouched");
+        let h = s.history(&guid).unwrap();
+        assert_eq!(h.len(), 2, "{h:#?}");
+        let last = &h[1];
+        assert_eq!(
+            (
+                last.from_state.as_deref(),
+                last.to_state.as_deref(),
+                last.rsp_code.as_deref(),
+                last.attempts,
+                last.who.as_str(),
+                last.reason.as_deref()
+            ),
+            (
+                Some("SENT"),
+                Some("SENT"),
+                Some("0000"),
+                Some(1),
+                "suite",
+                Some(e.reason.as_str())
+            )
+        );
+    }
+}
+
+/// SQLite only: `INSERT OR REPLACE` deletes the row it replaces without firing the delete
+/// trigger; the insert trigger records the replaced row (as its history last had it), on a
+/// new ledger and on one made before schema version 5.
+#[test]
+fn sqlite_insert_or_replace_records_the_row_it_replaced() {
+    let b = Backend::sqlite();
+    let Db::Sqlite(path) = &b.db else {
+        unreachable!()
+    };
+    let old_trigger = "DROP TRIGGER tx_history_on_insert; \
+        CREATE TRIGGER tx_history_on_insert AFTER INSERT ON tx BEGIN \
+        INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason) \
+        VALUES (NEW.guid, NULL, NEW.state, NEW.rsp_code, NEW.attempts, 'sql', NULL); END; \
+        PRAGMA user_version = 4;";
+    for upgraded in [false, true] {
+        if upgraded {
+            let c = rusqlite::Connection::open(path).unwrap();
+            c.execute_batch(old_trigger).unwrap();
+        }
+        let s = b.tool(); // applies the schema to a version-4 file
+        let guid = format!("H-REPL-{upgraded}");
+        assert!(s.claim_new(&guid, "TRNF", b"req").unwrap());
+        let c = Change::new(
+            &guid,
+            State::Sent,
+            Some(1),
+            State::Unknown,
+            *b"E901",
+            b"r".into(),
+        );
+        assert!(s.transition(&c).unwrap());
+        b.by_hand(&format!(
+            "INSERT OR REPLACE INTO tx (guid, state, attempts) VALUES ('{guid}', 'FAILED', 3)"
+        ))
+        .unwrap();
+        let seen: Vec<_> = s
+            .history(&guid)
+            .unwrap()
+            .into_iter()
+            .map(|h| {
+                (
+                    h.from_state,
+                    h.to_state,
+                    h.rsp_code,
+                    h.attempts,
+                    h.who,
+                    h.reason,
+                )
+            })
+            .collect();
+        let st = |s: &str| Some(s.to_string());
+        assert_eq!(
+            seen[2..],
+            [
+                (
+                    st("UNKNOWN"),
+                    None,
+                    st("E901"),
+                    Some(1),
+                    "sql".to_string(),
+                    st("replaced by INSERT OR REPLACE (the row as its history last recorded it)")
+                ),
+                (None, st("FAILED"), None, Some(3), "sql".to_string(), None),
+            ],
+            "upgraded: {upgraded}"
+        );
+    }
 }

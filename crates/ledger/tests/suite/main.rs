@@ -39,6 +39,7 @@ for_each_backend!(
     history::the_history_names_who_changed_a_row_and_why,
     history::history_rows_are_never_updated,
     history::a_purged_row_keeps_its_history_and_history_has_its_own_retention,
+    history::evidence_is_a_history_row_that_changes_nothing,
     transitions::the_oldest_age_and_the_health_round_trip,
     races::fifty_threads_claiming_one_guid_one_wins,
     races::fifty_threads_reclaiming_one_failed_guid_one_wins,
