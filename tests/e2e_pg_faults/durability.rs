@@ -13,20 +13,15 @@ use crate::util::*;
 
 #[test]
 fn a_claim_waits_for_the_synchronous_standby_even_where_the_database_says_local() {
-    let Some(server) = own_server(None) else {
+    let Some(stage) = Stage::start_with(|server| {
+        server
+            .exec("ALTER DATABASE postgres SET synchronous_commit = local")
+            .expect("the database's default")
+    }) else {
         return;
     };
-    server
-        .exec("ALTER DATABASE postgres SET synchronous_commit = local")
-        .expect("the database's default");
-    let db = server.fresh_db();
-    let rows = Rows::new(&db);
-    let db = with_password(&db);
-    let (core_proc, core) = coresim();
-    let relay = relay(&db, &core_proc.url());
-    assert_eq!(call(&relay.addr, &guid("before")).code, "0000");
-
-    require_missing_standby(&server);
+    let (server, relay) = (&stage.server, &stage.relay);
+    require_missing_standby(server);
     let c = call(&relay.addr, &guid("no-standby"));
     eprintln!(
         "durability: a claim with the standby missing: {} after {} ms",
@@ -40,15 +35,15 @@ fn a_claim_waits_for_the_synchronous_standby_even_where_the_database_says_local(
         c.elapsed
     );
     assert_eq!(
-        core.bookings(&c.guid).expect("bookings"),
+        stage.core.bookings(&c.guid).expect("bookings"),
         0,
         "the core was called"
     );
 
     // The standby named no more, the claim's COMMIT returns: its row is SENT, never sent.
-    release_standby(&server);
-    let row = wait_for_row(&rows, &c.guid);
+    release_standby(server);
+    let row = wait_for_row(&stage.rows, &c.guid);
     assert_eq!(row.state, "SENT", "{row:?}");
-    let a = check_aftermath(&[c], &relay.addr, &db, &rows, &core, &core_proc.url());
+    let a = stage.aftermath(&[c]);
     eprintln!("durability: {a}");
 }

@@ -565,3 +565,55 @@ pub fn wait_for_row(rows: &Rows, guid: &str) -> RowView {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// What most fault tests start from: a private cluster, a ledger schema on it (its URL with
+/// `PASSWORD` in it), a core simulator and a relay that has booked one transfer.
+pub struct Stage {
+    pub server: Server,
+    /// The ledger's rows, read straight from the server.
+    pub rows: Rows,
+    /// The relay's `--db`.
+    pub db: String,
+    pub core_proc: Proc,
+    pub core: CoreHttp,
+    pub relay: Proc,
+}
+
+impl Stage {
+    /// `None` (after one line) where no cluster can be started and none is required.
+    pub fn start() -> Option<Stage> {
+        Stage::start_with(|_| {})
+    }
+
+    /// As `start`, `prepare` run on the server before the relay connects.
+    pub fn start_with(prepare: impl FnOnce(&Server)) -> Option<Stage> {
+        let server = own_server(None)?;
+        prepare(&server);
+        let db = server.fresh_db();
+        let rows = Rows::new(&db);
+        let db = with_password(&db);
+        let (core_proc, core) = coresim();
+        let relay = relay(&db, &core_proc.url());
+        assert_eq!(call(&relay.addr, &guid("before")).code, "0000");
+        Some(Stage {
+            server,
+            rows,
+            db,
+            core_proc,
+            core,
+            relay,
+        })
+    }
+
+    /// `check_aftermath` on this stage's relay, ledger and core.
+    pub fn aftermath(&self, calls: &[Call]) -> Aftermath {
+        check_aftermath(
+            calls,
+            &self.relay.addr,
+            &self.db,
+            &self.rows,
+            &self.core,
+            &self.core_proc.url(),
+        )
+    }
+}
