@@ -14,6 +14,7 @@
 
 mod util;
 
+mod durability;
 mod hung;
 mod network;
 mod restart;

@@ -185,4 +185,16 @@ fn a_claim_whose_commit_answer_is_lost_is_answered_e905() {
         "the core was called"
     );
     assert_eq!(c.code, "E905", "a claim whose COMMIT outcome was unknown");
+    // The row the lost answer left is in flight, never sent, until resolve settles it.
+    let row = rows.row(&g);
+    assert!(row.as_ref().is_some_and(|r| r.state == "SENT"), "{row:?}");
+    let a = check_aftermath(
+        &[c],
+        &relay.addr,
+        &via_proxy,
+        &rows,
+        &core,
+        &core_proc.url(),
+    );
+    eprintln!("network: lost commit answer: {a}");
 }

@@ -65,16 +65,13 @@ impl Sender {
 
 #[test]
 fn requests_during_a_restart_get_e905_in_time_and_service_comes_back() {
-    let Some(server) = own_server(None) else {
+    let Some(stage) = Stage::start() else {
         return;
     };
-    let cluster = server.cluster().expect("our own cluster");
-    let db = server.fresh_db();
-    let rows = Rows::new(&db);
-    let db = with_password(&db);
-    let (core_proc, core) = coresim();
-    let relay = relay(&db, &core_proc.url());
-    assert_eq!(call(&relay.addr, &guid("before")).code, "0000");
+    let (cluster, relay) = (
+        stage.server.cluster().expect("our own cluster"),
+        &stage.relay,
+    );
 
     let sender = Sender::start(&relay.addr);
     thread::sleep(Duration::from_millis(300));
@@ -154,11 +151,59 @@ fn requests_during_a_restart_get_e905_in_time_and_service_comes_back() {
         assert_eq!(c.code, "0000", "{} started after the server was up", c.guid);
     }
 
-    let a = check_aftermath(&calls, &relay.addr, &db, &rows, &core, &core_proc.url());
+    let a = stage.aftermath(&calls);
     eprintln!("restart: {a}");
     assert!(
         !relay.stderr().contains(PASSWORD),
         "the relay logged the password:\n{}",
         relay.stderr()
     );
+}
+
+/// Issue 23.1: a claim's COMMIT that fails for real. The claim's statement reached the
+/// server and its commit is flushed there, but before the server answers (it waits for a
+/// synchronous standby that never comes) the server crashes (`pg_ctl stop -m immediate`)
+/// and starts again. The relay cannot know whether its claim won: `E905`, the core never
+/// called; the ledger has no row for the GUID or one that is not `DONE` (the crash
+/// recovery may replay the commit: `SENT`, never sent), and it settles and books once.
+#[test]
+fn a_claim_whose_commit_dies_with_the_server_is_answered_e905_and_never_sent() {
+    let Some(stage) = Stage::start() else {
+        return;
+    };
+    let (server, relay, rows) = (&stage.server, &stage.relay, &stage.rows);
+    let cluster = server.cluster().expect("our own cluster");
+    require_missing_standby(server);
+    let g = guid("commit-crashed");
+    let pending = {
+        let (addr, g) = (relay.addr.clone(), g.clone());
+        thread::spawn(move || call(&addr, &g))
+    };
+    wait_for_a_commit_on_the_standby(rows);
+    // The next start names no standby; the crash cuts the waiting COMMIT.
+    server
+        .exec("ALTER SYSTEM RESET synchronous_standby_names")
+        .expect("reset the standby for the next start");
+    cluster
+        .restart_immediate()
+        .expect("crash and restart the server");
+    let c = pending.join().expect("the pending call");
+    let row = rows.row(&g);
+    eprintln!(
+        "restart: a claim whose COMMIT died with the server: {} after {} ms; row {row:?}",
+        c.code,
+        ms(c.elapsed)
+    );
+    assert_e905_in_time(&c, "COMMIT cut by a crash");
+    assert_eq!(
+        stage.core.bookings(&g).expect("bookings"),
+        0,
+        "the core was called"
+    );
+    assert!(
+        row.as_ref().is_none_or(|r| r.state != "DONE"),
+        "{g} has a row {row:?}"
+    );
+    let a = stage.aftermath(&[c]);
+    eprintln!("restart: {a}");
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use ledger::wire::{self, Transfer};
-use testkit::pg::{REQUIRE_ENV, Server, Setup};
+use testkit::pg::{Server, Setup};
 use testkit::{Chan, CoreHttp, bin, spawn_listening};
 
 /// The longest a request may take while the database fails: the relay's client-side
@@ -40,18 +40,7 @@ pub fn with_password(db: &str) -> String {
 /// A private cluster, or `None` (after one line) when PostgreSQL is not installed and
 /// `REQUIRE_POSTGRES` is unset.
 pub fn own_server(setup: Option<&Setup>) -> Option<Server> {
-    let started = match setup {
-        Some(s) => Server::own_with(s),
-        None => Server::own(),
-    };
-    match started {
-        Ok(s) => Some(s),
-        Err(e) if std::env::var_os(REQUIRE_ENV).is_none() => {
-            eprintln!("skipping: no PostgreSQL cluster could be started: {e:#}");
-            None
-        }
-        Err(e) => panic!("PostgreSQL is required here ({REQUIRE_ENV} is set): {e:#}"),
-    }
+    Server::own_or_skip(setup)
 }
 
 /// A process started by a test, killed on drop; its stderr (kept in a file) is printed if
@@ -332,15 +321,28 @@ impl Rows {
         }
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error>) -> T {
+    /// `f` on the connection; once more on a new one if the server closed it meanwhile
+    /// (restarted).
+    pub fn with<T>(&self, f: impl Fn(&mut postgres::Client) -> Result<T, postgres::Error>) -> T {
         let mut held = self.client.lock().unwrap_or_else(|e| e.into_inner());
-        if held.as_ref().is_none_or(|c| c.is_closed()) {
-            *held = Some(
-                postgres::Client::connect(&self.url, postgres::NoTls)
-                    .unwrap_or_else(|e| panic!("cannot read the ledger: {e}")),
-            );
+        let mut last = None;
+        for _ in 0..2 {
+            if held.as_ref().is_none_or(|c| c.is_closed()) {
+                *held = Some(
+                    postgres::Client::connect(&self.url, postgres::NoTls)
+                        .unwrap_or_else(|e| panic!("cannot read the ledger: {e}")),
+                );
+            }
+            match f(held.as_mut().expect("a client")) {
+                Ok(v) => return v,
+                Err(e) if e.as_db_error().is_none() => {
+                    *held = None;
+                    last = Some(e);
+                }
+                Err(e) => panic!("ledger query: {e}"),
+            }
         }
-        f(held.as_mut().expect("a client")).unwrap_or_else(|e| panic!("ledger query: {e}"))
+        panic!("ledger query: {}", last.expect("an error"))
     }
 
     pub fn row(&self, guid: &str) -> Option<RowView> {
@@ -513,4 +515,105 @@ pub fn check_aftermath(
         assert!(*n <= 1, "{g} booked {n} times");
     }
     a
+}
+
+/// The synchronous standby every commit must wait for: none is ever connected, so a commit
+/// that waits for it waits until the setting goes (`release_standby`) or the server does.
+pub const MISSING_STANDBY: &str = "nosuch";
+
+/// Makes every commit that waits for a synchronous standby wait for `MISSING_STANDBY`.
+pub fn require_missing_standby(server: &Server) {
+    server
+        .set_server_default("synchronous_standby_names", MISSING_STANDBY)
+        .expect("name a synchronous standby");
+}
+
+/// No synchronous standby any more: the commits waiting for one return.
+pub fn release_standby(server: &Server) {
+    server
+        .set_server_default("synchronous_standby_names", "")
+        .expect("forget the synchronous standby");
+}
+
+/// Waits (up to 10 s) until a session of the server waits for the synchronous standby: a
+/// claim whose COMMIT is flushed locally and not acknowledged.
+pub fn wait_for_a_commit_on_the_standby(rows: &Rows) {
+    let limit = Instant::now() + Duration::from_secs(10);
+    while !rows.with(|c| {
+        c.query_one(
+            "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
+            &[],
+        )
+        .map(|r| r.get::<_, bool>(0))
+    }) {
+        assert!(
+            Instant::now() < limit,
+            "no commit waits for the synchronous standby"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits (up to 10 s) for `guid`'s row, which a commit released late is writing.
+pub fn wait_for_row(rows: &Rows, guid: &str) -> RowView {
+    let limit = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(r) = rows.row(guid) {
+            return r;
+        }
+        assert!(Instant::now() < limit, "{guid} has no row");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What most fault tests start from: a private cluster, a ledger schema on it (its URL with
+/// `PASSWORD` in it), a core simulator and a relay that has booked one transfer.
+pub struct Stage {
+    pub server: Server,
+    /// The ledger's rows, read straight from the server.
+    pub rows: Rows,
+    /// The relay's `--db`.
+    pub db: String,
+    pub core_proc: Proc,
+    pub core: CoreHttp,
+    pub relay: Proc,
+}
+
+impl Stage {
+    /// `None` (after one line) where no cluster can be started and none is required.
+    pub fn start() -> Option<Stage> {
+        Stage::start_with(|_| {})
+    }
+
+    /// As `start`, `prepare` run on the server before the relay connects.
+    pub fn start_with(prepare: impl FnOnce(&Server)) -> Option<Stage> {
+        let server = own_server(None)?;
+        prepare(&server);
+        let db = server.fresh_db();
+        let rows = Rows::new(&db);
+        let db = with_password(&db);
+        let (core_proc, core) = coresim();
+        let relay = relay(&db, &core_proc.url());
+        assert_eq!(call(&relay.addr, &guid("before")).code, "0000");
+        Some(Stage {
+            server,
+            rows,
+            db,
+            core_proc,
+            core,
+            relay,
+        })
+    }
+
+    /// `check_aftermath` on this stage's relay, ledger and core.
+    pub fn aftermath(&self, calls: &[Call]) -> Aftermath {
+        check_aftermath(
+            calls,
+            &self.relay.addr,
+            &self.db,
+            &self.rows,
+            &self.core,
+            &self.core_proc.url(),
+        )
+    }
 }

@@ -160,7 +160,7 @@ pub enum Durability {
 impl Durability {
     /// A commit is on disk (and on a synchronous standby, if one is configured) before it
     /// returns: SQLite in WAL mode with `synchronous=FULL`; PostgreSQL with
-    /// `synchronous_commit` anything but `off`.
+    /// `synchronous_commit` `on` or `remote_apply` (`DURABLE_COMMIT`).
     pub fn is_durable(&self) -> bool {
         match self {
             Durability::Sqlite {
@@ -174,5 +174,9 @@ impl Durability {
     }
 }
 
-/// The `synchronous_commit` values that flush the commit to disk before it returns.
-pub const DURABLE_COMMIT: [&str; 4] = ["on", "remote_apply", "remote_write", "local"];
+/// The `synchronous_commit` values whose commit returns only once it is flushed to disk and,
+/// where `synchronous_standby_names` names standbys, flushed (`on`) or applied
+/// (`remote_apply`) on them too. `local` never waits for a standby and `remote_write` only
+/// for the standby's operating system: a primary lost then can take with it a claim the
+/// relay already acted on. Every other value is set to `on` in our sessions.
+pub const DURABLE_COMMIT: [&str; 2] = ["on", "remote_apply"];

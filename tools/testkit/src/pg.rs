@@ -107,8 +107,56 @@ impl Server {
         })
     }
 
+    /// A cluster of our own (with `setup`, if given), or `None` (after one line on stderr)
+    /// when PostgreSQL is not installed and `REQUIRE_POSTGRES` is not set.
+    pub fn own_or_skip(setup: Option<&Setup>) -> Option<Server> {
+        let started = match setup {
+            Some(s) => Server::own_with(s),
+            None => Server::own(),
+        };
+        match started {
+            Ok(s) => Some(s),
+            Err(e) if std::env::var_os(REQUIRE_ENV).is_none() => {
+                eprintln!("skipping: no PostgreSQL cluster could be started: {e:#}");
+                None
+            }
+            Err(e) => panic!("PostgreSQL is required here ({REQUIRE_ENV} is set): {e:#}"),
+        }
+    }
+
     pub fn cluster(&self) -> Option<&Cluster> {
         self.own.as_ref()
+    }
+
+    /// A URL to database `dbname` as `user` (no `options`: its default schema).
+    pub fn url_as(&self, user: &str, dbname: &str) -> String {
+        let (scheme_user, rest) = self
+            .base
+            .split_once('@')
+            .unwrap_or(("postgres://", &self.base));
+        let scheme = scheme_user.split_once("//").map_or("postgres:", |(s, _)| s);
+        let host = rest.split_once('/').map_or(rest, |(h, _)| h);
+        format!("{scheme}//{user}@{host}/{dbname}")
+    }
+
+    /// Sets a server-wide default (`ALTER SYSTEM` and a reload) and waits (up to 10 s) until
+    /// new sessions see it.
+    pub fn set_server_default(&self, name: &str, value: &str) -> anyhow::Result<()> {
+        // ALTER SYSTEM cannot run in the implicit transaction of a multi-statement query.
+        self.exec(&format!("ALTER SYSTEM SET {name} = '{value}'"))?;
+        self.exec("SELECT pg_reload_conf()")?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut c = postgres::Client::connect(&self.admin, postgres::NoTls)?;
+            let now: String = c.query_one(&format!("SHOW {name}"), &[])?.get(0);
+            if now == value {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("{name} is still {now:?} after the reload, not {value:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// A URL to a new, empty schema of its own.

@@ -27,11 +27,11 @@ use crate::store::{
 pub const SCHEMA: &str = include_str!("../../../../schema.postgres.sql");
 
 /// Tools starting together take this advisory lock to apply the schema one at a time.
-const SCHEMA_LOCK: i64 = 0x7478_7265_6c61_7900; // "txrelay"
+pub const SCHEMA_LOCK: i64 = 0x7478_7265_6c61_7900; // "txrelay"
 
 /// Bumped whenever `SCHEMA` changes; the table `ledger_schema` records what a ledger has
-/// seen (the tools apply the schema only when it says less).
-const SCHEMA_VERSION: i32 = 1;
+/// seen (the tools apply the schema only when it says less). 2: `TRUNCATE tx` refused.
+const SCHEMA_VERSION: i32 = 2;
 
 /// The schema version a ledger records (0: none yet).
 fn schema_version(c: &mut postgres::Client) -> std::result::Result<i32, postgres::Error> {
@@ -49,6 +49,26 @@ fn schema_version(c: &mut postgres::Client) -> std::result::Result<i32, postgres
 
 /// How long applying the schema may wait (behind another tool doing the same).
 const SCHEMA_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Applies the schema under the advisory lock, unless another tool did while this one
+/// waited for it; in one transaction with the version it records.
+fn apply_schema(c: &mut postgres::Client) -> std::result::Result<(), postgres::Error> {
+    c.execute("SELECT pg_advisory_lock($1)", &[&SCHEMA_LOCK])?;
+    let applied = (|| {
+        if schema_version(c)? >= SCHEMA_VERSION {
+            return Ok(());
+        }
+        let mut t = c.transaction()?;
+        t.batch_execute(SCHEMA)?;
+        t.batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL); \
+             INSERT INTO ledger_schema (version) VALUES ({SCHEMA_VERSION})"
+        ))?;
+        t.commit()
+    })();
+    let unlocked = c.execute("SELECT pg_advisory_unlock($1)", &[&SCHEMA_LOCK]);
+    applied.and(unlocked.map(drop))
+}
 
 /// A row's columns, `updated_at` in SQLite's text form (UTC, `YYYY-MM-DD HH:MM:SS`).
 macro_rules! select {
@@ -187,33 +207,23 @@ impl PgStore {
         let opened = if read_only {
             store.pool.run("connecting", |_| Ok(()))
         } else {
+            let op_deadline = store.pool.op_deadline();
             store.pool.run_by(
                 "applying the schema",
                 Instant::now() + SCHEMA_DEADLINE,
-                |c| {
+                move |c| {
                     // Applied once per schema version: DDL on a ledger in use would queue
                     // behind any open write transaction (CREATE INDEX IF NOT EXISTS takes a
                     // table lock even when the index exists) and hold every claim back.
                     if schema_version(&mut c.client)? >= SCHEMA_VERSION {
                         return Ok(());
                     }
-                    c.client.batch_execute(&format!(
-                        "SET statement_timeout = 0; SELECT pg_advisory_lock({SCHEMA_LOCK})"
-                    ))?;
-                    let applied = if schema_version(&mut c.client)? >= SCHEMA_VERSION {
-                        Ok(())
-                    } else {
-                        c.client.batch_execute(&format!(
-                            "BEGIN; {SCHEMA}; \
-                             CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL); \
-                             INSERT INTO ledger_schema (version) VALUES ({SCHEMA_VERSION}); \
-                             COMMIT;"
-                        ))
-                    };
-                    let unlocked = c.client.batch_execute(&format!(
-                        "SELECT pg_advisory_unlock({SCHEMA_LOCK}); RESET statement_timeout"
-                    ));
-                    applied.and(unlocked)
+                    // Waiting for the lock and applying may take as long as the deadline
+                    // allows; then the session gets the pool's own timeouts back.
+                    c.client.batch_execute(&pool::timeouts(SCHEMA_DEADLINE))?;
+                    let applied = apply_schema(&mut c.client);
+                    let restored = c.client.batch_execute(&pool::timeouts(op_deadline));
+                    applied.and(restored)
                 },
             )
         };
@@ -222,6 +232,17 @@ impl PgStore {
             why: e.to_string(),
         })?;
         Ok(store)
+    }
+
+    /// A setting of a pooled session as the server holds it (`pg_settings.setting`: in the
+    /// setting's base unit, milliseconds for the timeouts), for tests and diagnostics.
+    pub fn session_setting(&self, name: &str) -> Result<String> {
+        let name = name.to_string();
+        self.pool.run("reading a setting", move |c| {
+            c.client
+                .query_one("SELECT setting FROM pg_settings WHERE name = $1", &[&name])?
+                .try_get(0)
+        })
     }
 
     /// Inserts `r` as it is, `updated_at` included, unless its GUID is there already

@@ -147,6 +147,11 @@ impl Pool {
         }
     }
 
+    /// Each operation's deadline (`Settings::op_deadline`).
+    pub fn op_deadline(&self) -> Duration {
+        self.settings.op_deadline
+    }
+
     /// The operation deadline from now.
     pub fn deadline(&self) -> Instant {
         Instant::now() + self.settings.op_deadline
@@ -351,13 +356,18 @@ fn serve(mut conn: PgConn, jobs: &Receiver<Job>) {
     }
 }
 
-/// A new session: commits durable (`synchronous_commit` not `off`: set to `on` if it was,
-/// and checked), server-side timeouts as a backstop to ours, read-only if asked.
+/// The session's server-side timeouts, both `limit`: `statement_timeout` and `lock_timeout`.
+pub(super) fn timeouts(limit: Duration) -> String {
+    let ms = limit.as_millis();
+    format!("SET statement_timeout = {ms}; SET lock_timeout = {ms};")
+}
+
+/// A new session: commits durable whatever the role, the database or the server says
+/// (`synchronous_commit` set to `on` unless it is one of `DURABLE_COMMIT` already, then read
+/// back and checked), server-side timeouts as a backstop to ours, read-only if asked.
 fn set_up(mut client: Client, s: &Settings) -> Result<PgConn> {
-    let ms = s.op_deadline.as_millis();
-    let mut sql = format!(
-        "SET statement_timeout = {ms}; SET lock_timeout = {ms}; SET client_min_messages = warning;"
-    );
+    let mut sql = timeouts(s.op_deadline);
+    sql.push_str("SET client_min_messages = warning;");
     if s.read_only {
         sql.push_str("SET default_transaction_read_only = on;");
     }
@@ -377,16 +387,38 @@ fn set_up(mut client: Client, s: &Settings) -> Result<PgConn> {
             .map_err(LedgerError::Pg)?;
         sync = show(&mut client)?;
     }
-    let durability = Durability::Postgres {
-        synchronous_commit: sync,
-    };
-    if !durability.is_durable() {
-        return Err(LedgerError::NotDurable(format!("{durability:?}")));
-    }
     Ok(PgConn {
         client,
         statements: HashMap::new(),
-        durability,
+        durability: durable(sync)?,
         who: s.who.clone(),
     })
+}
+
+/// The session's durability as `synchronous_commit` was read back, refused unless durable.
+fn durable(synchronous_commit: String) -> Result<Durability> {
+    let durability = Durability::Postgres { synchronous_commit };
+    if !durability.is_durable() {
+        return Err(LedgerError::NotDurable(format!("{durability:?}")));
+    }
+    Ok(durability)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a session reads back after the SET: `on` and `remote_apply` serve, anything
+    /// else (a server that ignored the SET) is refused.
+    #[test]
+    fn only_on_and_remote_apply_are_durable() {
+        for ok in ["on", "remote_apply"] {
+            assert!(durable(ok.into()).is_ok(), "{ok}");
+        }
+        for weak in ["off", "local", "remote_write", "ON", ""] {
+            let e = durable(weak.into()).expect_err(weak);
+            assert!(matches!(e, LedgerError::NotDurable(_)), "{weak}: {e:?}");
+            assert!(e.to_string().contains("would not be durable"), "{e}");
+        }
+    }
 }

@@ -6,6 +6,7 @@ mod backend;
 mod history;
 mod inquiries;
 mod parallel;
+mod pg_session;
 mod races;
 mod transitions;
 
