@@ -47,6 +47,97 @@ stamp() {
     done
 }
 
+# The query parameters the tools' PostgreSQL client knows (a URL with another is refused).
+readonly PG_PARAMS=" user password dbname options application_name sslmode sslnegotiation sslrootcert host hostaddr port connect_timeout tcp_user_timeout keepalives keepalives_idle keepalives_interval keepalives_retries target_session_attrs channel_binding load_balance_hosts "
+
+# mask_url DB: prints DB as the tools show it in their log lines and errors. A path is
+# printed unchanged. A PostgreSQL URL (postgres:// or postgresql://) is printed as
+# SCHEME://USER:***@HOST:PORT,.../DBNAME?PARAMS: the password (in the user info or a
+# password= parameter) is `***`, each host has its port (5432 unless given), and the user,
+# password, host, port and dbname parameters are left out of the query. A URL the tools
+# refuse (a second `@`, a user name holding `/` or `?`, a parameter without `=` or one they
+# do not know) is printed as SCHEME://*** only: where its password ends is not known.
+# The user info ends at the first `@`, as in the tools, so a password may hold / ? # : %.
+mask_url() {
+    local url=$1 scheme rest creds='' after user='' at=0 pw=0 hostpart tail path='' query=''
+    local out pair key chunk
+    local -a hosts=() shown=() pairs=() chunks=()
+    case $url in
+        postgres://* | postgresql://*) ;;
+        *)
+            printf '%s\n' "$url"
+            return
+            ;;
+    esac
+    scheme=${url%%://*}
+    rest=${url#*://}
+    after=$rest
+    if [[ $rest == *@* ]]; then
+        creds=${rest%%@*} after=${rest#*@} at=1
+        user=${creds%%:*}
+        [[ $creds == *:* ]] && pw=1
+        if [[ $after == *@* || $user == *[/?]* ]]; then
+            printf '%s://***\n' "$scheme"
+            return
+        fi
+    fi
+    hostpart=${after%%[/?]*}
+    tail=${after:${#hostpart}}
+    if [[ $tail == /* ]]; then
+        path=${tail#/} path=${path%%\?*}
+    fi
+    [[ $tail == *\?* ]] && query=${tail#*\?}
+    IFS='&' read -r -a pairs <<<"$query"
+    for pair in "${pairs[@]}"; do
+        [[ -n $pair ]] || continue
+        key=${pair%%=*}
+        if [[ $pair != *=* || $PG_PARAMS != *" $key "* ]]; then
+            printf '%s://***\n' "$scheme"
+            return
+        fi
+        case $key in
+            password) pw=1 ;;
+            user) user=${pair#*=} at=1 ;;
+            host | port | dbname) ;;
+            *) shown+=("$pair") ;;
+        esac
+    done
+    IFS=',' read -r -a chunks <<<"$hostpart"
+    for chunk in "${chunks[@]}"; do
+        if [[ $chunk == \[* ]]; then
+            [[ $chunk == *\]:* ]] || chunk+=:5432
+        else
+            [[ $chunk == *:* ]] || chunk+=:5432
+        fi
+        hosts+=("$chunk")
+    done
+    out="$scheme://"
+    if ((at || pw)); then
+        out+=$user
+        ((pw)) && out+=':***'
+        out+=@
+    fi
+    out+=$(IFS=,; printf '%s' "${hosts[*]}")
+    [[ -z $path ]] || out+="/$path"
+    ((${#shown[@]} == 0)) || out+="?$(IFS='&'; printf '%s' "${shown[*]}")"
+    printf '%s\n' "$out"
+}
+
+# shown_args ARG...: the arguments as one line for a log line, every PostgreSQL URL in them
+# (an argument of its own, or the value of --OPT=URL) masked as mask_url does.
+shown_args() {
+    local a
+    local -a out=()
+    for a in "$@"; do
+        case $a in
+            postgres://* | postgresql://*) a=$(mask_url "$a") ;;
+            --*=postgres://* | --*=postgresql://*) a="${a%%=*}=$(mask_url "${a#*=}")" ;;
+        esac
+        out+=("$a")
+    done
+    printf '%s\n' "${out[*]}"
+}
+
 # True if any argument asks for help. Scans everything, so `resolve.sh --json --help`
 # prints the wrapper's usage too.
 wants_help() {
@@ -218,7 +309,9 @@ Environment (empty variables count as unset):
 $specific  LOCK_DIR             directory of the lock file   [default: the ledger's directory]
                        lock file: \${LOCK_DIR:-\$(dirname DB)}/\$(basename DB).$tool.lock,
                        DB being the ledger the tool opens: the last --db (or --db=)
-                       argument, else $var, else LEDGER_DB
+                       argument, else $var, else LEDGER_DB; required for a
+                       PostgreSQL ledger (postgres://...), whose lock file is named
+                       after its URL as logged (password masked)
   RELAY_BIN_DIR        directory holding the $tool binary
                        [default: ../target/release, else ../target/debug next to this
                        script, else PATH]
@@ -252,12 +345,16 @@ EOF
 #   DB          the ledger the tool will open: the last --db/--db= among the arguments
 #               (it wins in the tool), else ${TOOL}_DB; exits with EXIT_CONFIG if
 #               nothing names one;
+#   SHOWN_DB    DB as log lines show it (mask_url: a URL's password masked);
 #   LOCK_FILE   ${LOCK_DIR:-$(dirname DB)}/$(basename DB).$1.lock: every run of the tool
-#               on one ledger takes the same lock, whichever way it was told the path;
+#               on one ledger takes the same lock, whichever way it was told the path; for
+#               a PostgreSQL URL, $LOCK_DIR/SHOWN_DB.$1.lock with every character but
+#               letters, digits and . _ - made `_` (LOCK_DIR is then required);
 # and exports RUST_LOG (default info).
 batch_settings() {
     local tool=$1 var=${1^^}_DB rc=0 dir
     shift
+    export RUST_LOG=${RUST_LOG:-info}
     tool_setting "$var" LEDGER_DB ''
     arg_value --db "$@" || rc=$?
     case $rc in
@@ -266,13 +363,18 @@ batch_settings() {
         *) die "$EXIT_CONFIG" "--db needs a value: the path of the relay's SQLite ledger" ;;
     esac
     [[ -n $DB ]] || die "$EXIT_CONFIG" "LEDGER_DB is not set (nor $var, nor a --db argument): the path of the relay's SQLite ledger is required (see $SELF --help)"
+    SHOWN_DB=$(mask_url "$DB")
+    if [[ $DB == postgres://* || $DB == postgresql://* ]]; then
+        [[ -n ${LOCK_DIR:-} ]] || die "$EXIT_CONFIG" "LOCK_DIR must be set for a PostgreSQL ledger ($SHOWN_DB): it has no directory of its own for the lock file"
+        LOCK_FILE="$LOCK_DIR/${SHOWN_DB//[^A-Za-z0-9._-]/_}.$tool.lock"
+        return
+    fi
     if [[ -n ${LOCK_DIR:-} ]]; then
         dir=$LOCK_DIR
     else
         dir=$(dirname -- "$DB")
     fi
     LOCK_FILE="$dir/$(basename -- "$DB").$tool.lock"
-    export RUST_LOG=${RUST_LOG:-info}
 }
 
 # Takes the wrapper's lock without waiting, or exits with EXIT_LOCKED. flock(1) reports a

@@ -32,7 +32,7 @@ export PURGE_DAYS
 BIN=$(need_bin purge)
 
 take_lock
-log "running $BIN (ledger $DB, days $(effective --days "$PURGE_DAYS" "$@"), lock $LOCK_FILE)${*:+ with: $*}"
+log "running $BIN (ledger $SHOWN_DB, days $(effective --days "$PURGE_DAYS" "$@"), lock $LOCK_FILE)${*:+ with: $(shown_args "$@")}"
 run_stamped "$BIN" "$@"
 log "purge exited $RC"
 exit "$RC"

@@ -92,5 +92,5 @@ export RELAY_DB RELAY_LISTEN RELAY_CORE RELAY_CONNECT_TIMEOUT_MS RELAY_READ_TIME
 export RUST_LOG=${RUST_LOG:-info}
 
 BIN=$(need_bin relay)
-log "exec $BIN: db $RELAY_DB, listen $RELAY_LISTEN, core $RELAY_CORE, connect-timeout ${RELAY_CONNECT_TIMEOUT_MS}ms, read-timeout ${RELAY_READ_TIMEOUT_MS}ms, frame-timeout ${RELAY_FRAME_TIMEOUT_MS}ms, idle-timeout ${RELAY_IDLE_TIMEOUT_SECS}s, max-connections $RELAY_MAX_CONNECTIONS, max-connections-per-peer $RELAY_MAX_CONNECTIONS_PER_PEER${RELAY_CORE_CA:+, core-ca $RELAY_CORE_CA}${RELAY_CORE_CERT:+, core-cert $RELAY_CORE_CERT}, RUST_LOG=$RUST_LOG${*:+, args: $*}"
+log "exec $BIN: db $(mask_url "$RELAY_DB"), listen $RELAY_LISTEN, core $RELAY_CORE, connect-timeout ${RELAY_CONNECT_TIMEOUT_MS}ms, read-timeout ${RELAY_READ_TIMEOUT_MS}ms, frame-timeout ${RELAY_FRAME_TIMEOUT_MS}ms, idle-timeout ${RELAY_IDLE_TIMEOUT_SECS}s, max-connections $RELAY_MAX_CONNECTIONS, max-connections-per-peer $RELAY_MAX_CONNECTIONS_PER_PEER${RELAY_CORE_CA:+, core-ca $RELAY_CORE_CA}${RELAY_CORE_CERT:+, core-cert $RELAY_CORE_CERT}, RUST_LOG=$RUST_LOG${*:+, args: $(shown_args "$@")}"
 exec "$BIN" "$@"

@@ -44,7 +44,7 @@ pass_through REPROCESS_LIMIT REPROCESS_CONNECT_TIMEOUT_MS REPROCESS_READ_TIMEOUT
 BIN=$(need_bin reprocess)
 
 take_lock
-log "running $BIN (ledger $DB, core $(effective --core "$REPROCESS_CORE" "$@"), max-attempts $(effective --max-attempts "$REPROCESS_MAX_ATTEMPTS" "$@"), limit $(effective --limit "${REPROCESS_LIMIT:-none}" "$@"), connect-timeout-ms $(effective --connect-timeout-ms "${REPROCESS_CONNECT_TIMEOUT_MS:-default}" "$@"), read-timeout-ms $(effective --read-timeout-ms "${REPROCESS_READ_TIMEOUT_MS:-default}" "$@"), parallel $(effective --parallel "${REPROCESS_PARALLEL:-default}" "$@"), lock $LOCK_FILE)${*:+ with: $*}"
+log "running $BIN (ledger $SHOWN_DB, core $(effective --core "$REPROCESS_CORE" "$@"), max-attempts $(effective --max-attempts "$REPROCESS_MAX_ATTEMPTS" "$@"), limit $(effective --limit "${REPROCESS_LIMIT:-none}" "$@"), connect-timeout-ms $(effective --connect-timeout-ms "${REPROCESS_CONNECT_TIMEOUT_MS:-default}" "$@"), read-timeout-ms $(effective --read-timeout-ms "${REPROCESS_READ_TIMEOUT_MS:-default}" "$@"), parallel $(effective --parallel "${REPROCESS_PARALLEL:-default}" "$@"), lock $LOCK_FILE)${*:+ with: $(shown_args "$@")}"
 run_stamped "$BIN" "$@"
 log "reprocess exited $RC"
 exit "$RC"

@@ -59,7 +59,7 @@ pass_through RESOLVE_CONNECT_TIMEOUT_MS RESOLVE_READ_TIMEOUT_MS RESOLVE_MAX_INQU
 BIN=$(need_bin resolve)
 
 take_lock
-log "running $BIN (ledger $DB, core $(effective --core "$RESOLVE_CORE" "$@"), min-age $(effective --min-age "$RESOLVE_MIN_AGE" "$@")s, stale-sent $(effective --stale-sent off "$@"), connect-timeout-ms $(effective --connect-timeout-ms "${RESOLVE_CONNECT_TIMEOUT_MS:-default}" "$@"), read-timeout-ms $(effective --read-timeout-ms "${RESOLVE_READ_TIMEOUT_MS:-default}" "$@"), max-inquiries $(effective --max-inquiries "${RESOLVE_MAX_INQUIRIES:-default}" "$@"), parallel $(effective --parallel "${RESOLVE_PARALLEL:-default}" "$@"), lock $LOCK_FILE)${*:+ with: $*}"
+log "running $BIN (ledger $SHOWN_DB, core $(effective --core "$RESOLVE_CORE" "$@"), min-age $(effective --min-age "$RESOLVE_MIN_AGE" "$@")s, stale-sent $(effective --stale-sent off "$@"), connect-timeout-ms $(effective --connect-timeout-ms "${RESOLVE_CONNECT_TIMEOUT_MS:-default}" "$@"), read-timeout-ms $(effective --read-timeout-ms "${RESOLVE_READ_TIMEOUT_MS:-default}" "$@"), max-inquiries $(effective --max-inquiries "${RESOLVE_MAX_INQUIRIES:-default}" "$@"), parallel $(effective --parallel "${RESOLVE_PARALLEL:-default}" "$@"), lock $LOCK_FILE)${*:+ with: $(shown_args "$@")}"
 run_stamped "$BIN" "$@"
 log "resolve exited $RC"
 exit "$RC"

@@ -236,3 +236,29 @@ fn promtool_finds_what_it_should() {
         }
     }
 }
+
+/// A link planted at `PATH.tmp` (where the file was once written first) is not followed:
+/// its target is unchanged, the metrics file is written, no temporary file is left.
+#[test]
+fn a_link_planted_next_to_the_metrics_file_is_not_followed() {
+    let db = TempLedger::new();
+    db.create();
+    let victim = db.dir().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let file = db.dir().join("purge.prom");
+    std::os::unix::fs::symlink(&victim, db.dir().join("purge.prom.tmp")).unwrap();
+    purge(
+        &db,
+        &["--days", "7", "--metrics-file", file.to_str().unwrap()],
+    )
+    .expect_code(EXIT_SETTLED);
+    assert_eq!(read(&victim), "precious\n");
+    assert_eq!(exit_code(&read(&file), "purge"), 0.0);
+    let mut names: Vec<String> = std::fs::read_dir(db.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.starts_with("ledger.db"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["purge.prom", "purge.prom.tmp", "victim"]);
+}

@@ -56,26 +56,27 @@ fn a_bad_core_url_is_exit_1_naming_it() {
     }
 }
 
-#[test]
-fn a_mistyped_ledger_path_is_exit_1_and_creates_nothing() {
-    sqlite_only!("only a file path can be mistyped into a new ledger; a server applies the schema");
-    let db = temp_ledger(); // the directory exists, the file does not
-    let core = dead_url();
-    for name in ["resolve", "reprocess", "purge", "inspect"] {
-        let args = match name {
-            "purge" => vec!["--db", db.arg(), "--days", "30"],
-            "inspect" => vec!["--db", db.arg()],
-            _ => with_db(name, db.arg(), &core),
-        };
-        let r = tool(name, &args);
-        r.expect_code(EXIT_FATAL);
-        assert!(
-            r.stderr().contains("does not exist"),
-            "{name}: {}",
-            r.stderr()
-        );
-        assert_eq!(r.stderr().lines().count(), 1, "{name}: {}", r.stderr());
-        assert!(!db.created(), "{name} created the ledger");
+sqlite_only! {
+    "only a file path can be mistyped into a new ledger; a server applies the schema",
+    fn a_mistyped_ledger_path_is_exit_1_and_creates_nothing() {
+        let db = temp_ledger(); // the directory exists, the file does not
+        let core = dead_url();
+        for name in ["resolve", "reprocess", "purge", "inspect"] {
+            let args = match name {
+                "purge" => vec!["--db", db.arg(), "--days", "30"],
+                "inspect" => vec!["--db", db.arg()],
+                _ => with_db(name, db.arg(), &core),
+            };
+            let r = tool(name, &args);
+            r.expect_code(EXIT_FATAL);
+            assert!(
+                r.stderr().contains("does not exist"),
+                "{name}: {}",
+                r.stderr()
+            );
+            assert_eq!(r.stderr().lines().count(), 1, "{name}: {}", r.stderr());
+            assert!(!db.created(), "{name} created the ledger");
+        }
     }
 }
 

@@ -83,85 +83,86 @@ fn inspect_on_a_ledger_no_tool_created_is_exit_1_and_creates_nothing() {
     assert!(!db.created(), "inspect created the ledger");
 }
 
-#[test]
-fn inspect_opens_a_hand_made_sqlite_file_without_changing_a_byte() {
-    sqlite_only!("a file's bytes, its WAL siblings and its pragmas are SQLite's");
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hand.db");
-    let schema = include_str!("../../schema.sql");
-    let (table, index) = schema
-        .split_once("-- resolve, reprocess and purge")
-        .expect("schema.sql: the table, then its index");
-    assert!(index.contains("CREATE INDEX IF NOT EXISTS tx_state_updated"));
-    {
-        let c = rusqlite::Connection::open(&path).unwrap();
-        c.execute_batch(table).unwrap();
-        c.execute_batch(
-            "INSERT INTO tx (guid, tx_code, state, rsp_code, attempts, updated_at) \
-             VALUES ('G-RO-1', 'TRNF', 'DONE', '0000', 1, '2026-01-02 03:04:05');",
-        )
-        .unwrap();
-        let mode: String = c
-            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+sqlite_only! {
+    "a file's bytes, its WAL siblings and its pragmas are SQLite's",
+    fn inspect_opens_a_hand_made_sqlite_file_without_changing_a_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hand.db");
+        let schema = include_str!("../../schema.sql");
+        let (table, index) = schema
+            .split_once("-- resolve, reprocess and purge")
+            .expect("schema.sql: the table, then its index");
+        assert!(index.contains("CREATE INDEX IF NOT EXISTS tx_state_updated"));
+        {
+            let c = rusqlite::Connection::open(&path).unwrap();
+            c.execute_batch(table).unwrap();
+            c.execute_batch(
+                "INSERT INTO tx (guid, tx_code, state, rsp_code, attempts, updated_at) \
+                 VALUES ('G-RO-1', 'TRNF', 'DONE', '0000', 1, '2026-01-02 03:04:05');",
+            )
             .unwrap();
-        assert_eq!(mode, "delete");
-    }
-    let before = std::fs::read(&path).unwrap();
-    assert!(sqlite_siblings(&path).is_empty());
+            let mode: String = c
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, "delete");
+        }
+        let before = std::fs::read(&path).unwrap();
+        assert!(sqlite_siblings(&path).is_empty());
 
-    let db = path.to_str().unwrap();
-    for extra in [
-        &[][..],
-        &["--json"][..],
-        &["--guid", "G-RO-1"][..],
-        &["list", "--state", "DONE", "--json"][..],
-        &["show", "G-RO-1"][..],
-        &["show", "G-RO-1", "--json"][..],
-    ] {
-        let r = tool("inspect", &[&["--db", db], extra].concat());
+        let db = path.to_str().unwrap();
+        for extra in [
+            &[][..],
+            &["--json"][..],
+            &["--guid", "G-RO-1"][..],
+            &["list", "--state", "DONE", "--json"][..],
+            &["show", "G-RO-1"][..],
+            &["show", "G-RO-1", "--json"][..],
+        ] {
+            let r = tool("inspect", &[&["--db", db], extra].concat());
+            r.expect_code(EXIT_SETTLED);
+            assert!(r.stdout().contains("G-RO-1"), "{extra:?}: {}", r.stdout());
+        }
+        let r = tool("inspect", &["--db", db, "summary"]);
         r.expect_code(EXIT_SETTLED);
-        assert!(r.stdout().contains("G-RO-1"), "{extra:?}: {}", r.stdout());
-    }
-    let r = tool("inspect", &["--db", db, "summary"]);
-    r.expect_code(EXIT_SETTLED);
-    assert!(
-        r.stdout().starts_with("rows by state: 1 DONE\n"),
-        "{}",
-        r.stdout()
-    );
-    // A ledger from before the history: show says it has none to read.
-    let r = tool("inspect", &["--db", db, "show", "G-RO-1"]);
-    assert!(
-        r.stdout().contains("\nhistory:    cannot be read: "),
-        "{}",
-        r.stdout()
-    );
-    let r = tool("inspect", &["--db", db]);
-    assert!(
-        r.stdout()
-            .contains("G-RO-1\tDONE\t0000\t1\t2026-01-02 03:04:05\n"),
-        "{}",
-        r.stdout()
-    );
+        assert!(
+            r.stdout().starts_with("rows by state: 1 DONE\n"),
+            "{}",
+            r.stdout()
+        );
+        // A ledger from before the history: show says it has none to read.
+        let r = tool("inspect", &["--db", db, "show", "G-RO-1"]);
+        assert!(
+            r.stdout().contains("\nhistory:    cannot be read: "),
+            "{}",
+            r.stdout()
+        );
+        let r = tool("inspect", &["--db", db]);
+        assert!(
+            r.stdout()
+                .contains("G-RO-1\tDONE\t0000\t1\t2026-01-02 03:04:05\n"),
+            "{}",
+            r.stdout()
+        );
 
-    assert!(
-        std::fs::read(&path).unwrap() == before,
-        "the file's bytes are unchanged"
-    );
-    assert_eq!(sqlite_siblings(&path), Vec::<PathBuf>::new());
-    let c =
-        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        assert!(
+            std::fs::read(&path).unwrap() == before,
+            "the file's bytes are unchanged"
+        );
+        assert_eq!(sqlite_siblings(&path), Vec::<PathBuf>::new());
+        let c =
+            rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .unwrap();
+        let version: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-    let version: i64 = c
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 0);
-    let indexes: i64 = c
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name = 'tx_state_updated'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(indexes, 0, "no index created");
+        assert_eq!(version, 0);
+        let indexes: i64 = c
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'tx_state_updated'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(indexes, 0, "no index created");
+    }
 }

@@ -8,8 +8,18 @@
 //! The ledger is SQLite here. `tests/e2e_pg` compiles the modules that mean something on
 //! any ledger (`util`, `batch_usage`, `inspect`, `lifecycle`, `purge`, `relay`, `reprocess`,
 //! `resolve`) once more with the ledger on PostgreSQL, where their tests that only mean
-//! something on SQLite say so and return (`sqlite_only!`); `scripts`, `bench_smoke` and
+//! something on SQLite are ignored (`sqlite_only!`); `scripts`, `bench_smoke` and
 //! `chaos_smoke` are SQLite's alone.
+
+/// `sqlite_only! { "why", fn name() { … } }`: a test that means something only on SQLite
+/// (its locks, its files, its descriptor budget). Here: a plain test.
+macro_rules! sqlite_only {
+    ($why:literal, $(#[$m:meta])* fn $name:ident() $body:block) => {
+        $(#[$m])*
+        #[test]
+        fn $name() $body
+    };
+}
 
 mod util;
 

@@ -5,9 +5,23 @@
 //! database URL, tools starting on a ledger in use.
 //!
 //! Without PostgreSQL installed (outside CI) every test returns at once, after one line
-//! that says so; with `REQUIRE_POSTGRES` set (CI) that is an error instead.
+//! that says so, and the process ends with one line saying how many did not run; with
+//! `REQUIRE_POSTGRES` set (CI) that is an error instead. The tests of `tests/e2e` that only
+//! mean something on SQLite are ignored here (`sqlite_only!`).
 //!
 //! `cargo test --test e2e_pg` runs them all; `cargo test --test e2e_pg relay::` one module.
+
+/// `sqlite_only! { "why", fn name() { … } }`: a test that means something only on SQLite
+/// (its locks, its files, its descriptor budget). Here: ignored, so that cargo counts it
+/// as ignored, not as passed.
+macro_rules! sqlite_only {
+    ($why:literal, $(#[$m:meta])* fn $name:ident() $body:block) => {
+        $(#[$m])*
+        #[test]
+        #[ignore = $why]
+        fn $name() $body
+    };
+}
 
 #[path = "../e2e/util/mod.rs"]
 mod util;

@@ -1,7 +1,8 @@
 //! `--metrics-file PATH` of the batch tools: the run's summary counts in the Prometheus text
-//! format, for node_exporter's textfile collector. Written to `PATH.tmp`, synced, then
-//! renamed over `PATH`, so that a scrape never reads half a file (the collector reads only
-//! `*.prom`, so the temporary file is never read).
+//! format, for node_exporter's textfile collector. Written to a new temporary file of a
+//! unique name next to `PATH` (created exclusively: a link planted there is not followed),
+//! synced, then renamed over `PATH`, so that a scrape never reads half a file (the collector
+//! reads only `*.prom`, so the temporary file is never read).
 //!
 //! Every tool writes the same families, told apart by the `tool` label, so that one
 //! collector directory can hold the files of all three:
@@ -11,9 +12,9 @@
 //! - `txrelay_batch_last_run_timestamp_seconds{tool}`: when the run ended, Unix time;
 //! - `txrelay_batch_duration_seconds{tool}`: how long it took.
 
-use std::fs::File;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus::{GaugeVec, Opts, Registry, TextEncoder};
@@ -75,18 +76,26 @@ pub fn render(tool: &str, counts: &RunCounts, exit_code: u8, took: Duration) -> 
     out
 }
 
-/// Writes `text` to `path` atomically: `PATH.tmp`, synced, renamed over `path`.
+/// Writes `text` to `path` atomically: into a new file of a unique name in `path`'s
+/// directory (`.NAME.XXXXXX.tmp`, created exclusively, so that a link planted there is
+/// never followed; mode 0644), synced, then renamed over `path`. On failure the temporary
+/// file is removed.
 pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
-    let mut tmp = PathBuf::from(path);
-    tmp.as_mut_os_string().push(".tmp");
-    let written = File::create(&tmp).and_then(|mut f| {
-        f.write_all(text.as_bytes())?;
-        f.sync_all()
-    });
-    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(path.file_name().unwrap_or_default());
+    prefix.push(".");
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o644))
+        .tempfile_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 
@@ -119,11 +128,37 @@ mod tests {
             text.contains("txrelay_batch_duration_seconds{tool=\"resolve\"} 1.5"),
             "{text}"
         );
-        assert!(!dir.path().join("resolve.prom.tmp").exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temp file left"
+        );
 
         write_atomically(&path, "x 1\n").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "x 1\n");
         let bad = dir.path().join("no-such-dir").join("f.prom");
         assert!(write_atomically(&bad, "x 1\n").is_err());
+    }
+
+    /// A link planted where a fixed temporary name would be (`PATH.tmp`) is never followed:
+    /// its target stays as it was, and no temporary file is left behind.
+    #[test]
+    fn a_planted_link_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let path = dir.path().join("purge.prom");
+        std::os::unix::fs::symlink(&victim, dir.path().join("purge.prom.tmp")).unwrap();
+        write_atomically(&path, "x 1\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "x 1\n");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o644, 0o644, "readable by the collector: {mode:o}");
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["purge.prom", "purge.prom.tmp", "victim"]);
     }
 }

@@ -103,37 +103,38 @@ fn open_files_limit(pid: u32) -> (String, String) {
     (f.next().unwrap().to_string(), f.next().unwrap().to_string())
 }
 
-#[test]
-fn the_relay_raises_its_descriptor_limit_and_refuses_max_connections_that_cannot_fit() {
-    sqlite_only!("the descriptor budget counts SQLite's files per ledger connection");
-    let db = temp_ledger();
-    let core = dead_url();
-    let args = ["--db", db.arg(), "--listen", "127.0.0.1:0", "--core", &core];
+sqlite_only! {
+    "the descriptor budget counts SQLite's files per ledger connection",
+    fn the_relay_raises_its_descriptor_limit_and_refuses_max_connections_that_cannot_fit() {
+        let db = temp_ledger();
+        let core = dead_url();
+        let args = ["--db", db.arg(), "--listen", "127.0.0.1:0", "--core", &core];
 
-    let raised = Server::start(relay_under_ulimit("ulimit -Sn 256", &args));
-    let (soft, hard) = open_files_limit(raised.pid());
-    assert_eq!(soft, hard, "soft limit raised to the hard limit");
-    assert_ne!(soft, "256", "raised");
-    drop(raised);
+        let raised = Server::start(relay_under_ulimit("ulimit -Sn 256", &args));
+        let (soft, hard) = open_files_limit(raised.pid());
+        assert_eq!(soft, hard, "soft limit raised to the hard limit");
+        assert_ne!(soft, "256", "raised");
+        drop(raised);
 
-    let with_max = [&args[..], &["--max-connections", "1024"]].concat();
-    let r = Run::command(
-        relay_under_ulimit("ulimit -n 512", &with_max),
-        Duration::from_secs(10),
-    );
-    r.expect_code(EXIT_FATAL);
-    assert_eq!(r.stderr().lines().count(), 1, "one line: {}", r.stderr());
-    assert!(r.stderr().contains("--max-connections"), "{}", r.stderr());
-    assert!(!r.stdout().contains("listening on"), "{}", r.stdout());
+        let with_max = [&args[..], &["--max-connections", "1024"]].concat();
+        let r = Run::command(
+            relay_under_ulimit("ulimit -n 512", &with_max),
+            Duration::from_secs(10),
+        );
+        r.expect_code(EXIT_FATAL);
+        assert_eq!(r.stderr().lines().count(), 1, "one line: {}", r.stderr());
+        assert!(r.stderr().contains("--max-connections"), "{}", r.stderr());
+        assert!(!r.stdout().contains("listening on"), "{}", r.stdout());
 
-    // What fits under the same limit starts.
-    let small = [
-        &args[..],
-        &["--max-connections", "100", "--max-late-replies", "64"],
-    ]
-    .concat();
-    let fits = Server::start(relay_under_ulimit("ulimit -n 512", &small));
-    assert_eq!(open_files_limit(fits.pid()), ("512".into(), "512".into()));
+        // What fits under the same limit starts.
+        let small = [
+            &args[..],
+            &["--max-connections", "100", "--max-late-replies", "64"],
+        ]
+        .concat();
+        let fits = Server::start(relay_under_ulimit("ulimit -n 512", &small));
+        assert_eq!(open_files_limit(fits.pid()), ("512".into(), "512".into()));
+    }
 }
 
 #[test]

@@ -85,22 +85,23 @@ fn metrics_count_the_requests_sent_and_promtool_accepts_a_scrape() {
     promtool_check("a scrape of /metrics", &text);
 }
 
-#[test]
-fn healthz_follows_the_ledger_and_writes_no_transfer_row() {
-    sqlite_only!("the write lock that makes /healthz fail is SQLite's");
-    let s = Scene::new().core(&[]).build();
-    let (_relay, admin) = relay_with_admin(&s.db, &s.core().url(), &[]);
-    assert_eq!(http_get(&admin, "/healthz"), (200, "ok\n".to_string()));
-    assert_eq!(s.db.count(), 0, "no tx row");
+sqlite_only! {
+    "the write lock that makes /healthz fail is SQLite's",
+    fn healthz_follows_the_ledger_and_writes_no_transfer_row() {
+        let s = Scene::new().core(&[]).build();
+        let (_relay, admin) = relay_with_admin(&s.db, &s.core().url(), &[]);
+        assert_eq!(http_get(&admin, "/healthz"), (200, "ok\n".to_string()));
+        assert_eq!(s.db.count(), 0, "no tx row");
 
-    // A ledger that cannot be written (its write lock held past the busy timeout).
-    let lock = WriteLock::take(&s.db, "G-HEALTH");
-    let (status, body) = http_get(&admin, "/healthz");
-    lock.release();
-    assert_eq!(status, 503, "{body}");
-    assert!(body.starts_with("ledger: "), "{body}");
-    assert_eq!(http_get(&admin, "/healthz").0, 200);
-    assert_eq!(http_get(&admin, "/nothing").0, 404);
+        // A ledger that cannot be written (its write lock held past the busy timeout).
+        let lock = WriteLock::take(&s.db, "G-HEALTH");
+        let (status, body) = http_get(&admin, "/healthz");
+        lock.release();
+        assert_eq!(status, 503, "{body}");
+        assert!(body.starts_with("ledger: "), "{body}");
+        assert_eq!(http_get(&admin, "/healthz").0, 200);
+        assert_eq!(http_get(&admin, "/nothing").0, 404);
+    }
 }
 
 #[test]

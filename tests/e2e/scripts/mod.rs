@@ -4,6 +4,7 @@
 //! timestamped, and the lock that keeps two runs of one wrapper apart.
 
 mod locks;
+mod passwords;
 mod runs;
 mod settings;
 mod tls;

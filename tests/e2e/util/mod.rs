@@ -7,7 +7,9 @@
 //! This module is compiled into two test binaries: `e2e` (the ledger on SQLite) and `e2e_pg`
 //! (on PostgreSQL). Each names its backend in `crate::BACKEND`; the ledgers made here are on
 //! it. A test that runs on both starts with `skip_if_unavailable!()`; one that only means
-//! something on SQLite, with `sqlite_only!("why")`.
+//! something on SQLite is declared in `sqlite_only! { "why", fn name() { … } }` (defined by
+//! each binary's `main.rs`: a test in `e2e`, an ignored one in `e2e_pg`, so that cargo
+//! counts it as ignored there, not as passed).
 //!
 //! Test modules `use crate::util::*`.
 
@@ -37,38 +39,17 @@ pub use testkit::temp_ledger::Backend;
 pub use testkit::{TempLedger, free_port};
 
 /// Returns from the test at once when this binary's backend is not available here
-/// (PostgreSQL not installed, outside CI; said once for the whole run).
+/// (PostgreSQL not installed, outside CI; said once for the whole run, and how many tests
+/// did not run is said when the test process ends: `testkit::pg::did_not_run`).
 macro_rules! skip_if_unavailable {
     () => {
         if !$crate::util::BACKEND.available() {
+            testkit::pg::did_not_run();
             return;
         }
     };
 }
 pub(crate) use skip_if_unavailable;
-
-/// Returns from a test that means something only on SQLite (its locks, its files, its
-/// descriptor budget) when this binary's backend is another, saying why in one line.
-macro_rules! sqlite_only {
-    ($why:expr) => {
-        if $crate::util::BACKEND != $crate::util::Backend::Sqlite {
-            fn here() {}
-            $crate::util::skipped_here(std::any::type_name_of_val(&here), $why);
-            return;
-        }
-    };
-}
-pub(crate) use sqlite_only;
-
-/// The line `sqlite_only!` prints, on the real stderr (a test's own output is captured);
-/// nothing where the backend is not available at all (that was said once already).
-pub fn skipped_here(here: &str, why: &str) {
-    use std::io::Write;
-    let test = here.strip_suffix("::here").unwrap_or(here);
-    if BACKEND.available() {
-        let _ = writeln!(std::io::stderr(), "{test}: skipped on {BACKEND}: {why}");
-    }
-}
 
 /// A ledger of the test's own on this binary's backend.
 pub fn temp_ledger() -> TempLedger {

@@ -87,12 +87,17 @@ impl TempLedger {
 
     /// A PostgreSQL ledger, or `None` where there is no server (see `Backend::available`).
     pub fn postgres() -> Option<TempLedger> {
-        let url = crate::pg::shared()?.fresh_db();
-        Some(TempLedger {
+        Some(TempLedger::at_url(crate::pg::shared()?.fresh_db()))
+    }
+
+    /// A PostgreSQL ledger at `url`, on a server of the test's own (a role with a password,
+    /// say); the test made the schema `url` names.
+    pub fn at_url(url: String) -> TempLedger {
+        TempLedger {
             store: OnceLock::new(),
             at: At::Url(url),
             dir: tempfile::tempdir().expect("temp dir"),
-        })
+        }
     }
 
     /// A ledger on `backend`, or `None` where it is not available.
