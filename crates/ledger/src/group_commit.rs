@@ -462,6 +462,81 @@ mod tests {
         }
     }
 
+    /// A COMMIT that fails for real: a deferred foreign key, checked by SQLite only at
+    /// COMMIT, that every claimed row violates (test-only tables and trigger on the writer's
+    /// own connection; nothing in the relay's code path is stubbed). Every statement of the
+    /// batch ran and said "won", yet none is durable: every one must fail (the relay answers
+    /// E905 and calls the core for none), and the ledger must hold none of them.
+    #[test]
+    fn a_commit_that_fails_fails_every_statement_of_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.db");
+        let l = Ledger::open(&path).unwrap().acting_as("relay");
+        l.connection()
+            .execute_batch(
+                "PRAGMA foreign_keys = ON;
+                 CREATE TEMP TABLE parent (id TEXT PRIMARY KEY);
+                 CREATE TEMP TABLE child (
+                     id TEXT REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+                 CREATE TEMP TRIGGER claim_violates_at_commit AFTER INSERT ON main.tx BEGIN
+                     INSERT INTO child (id) VALUES (NEW.guid);
+                 END;",
+            )
+            .unwrap();
+        let guids = ["G-C1", "G-C2", "G-C3"];
+        let claims: Vec<Op> = guids
+            .iter()
+            .map(|g| Op::Claim {
+                guid: g.to_string(),
+                tx_code: "TRNF".into(),
+                request: g.as_bytes().to_vec(),
+            })
+            .collect();
+        let ops: Vec<&Op> = claims.iter().collect();
+
+        let results = run_batch(&l, &ops);
+
+        assert_eq!(results.len(), guids.len());
+        for (g, r) in guids.iter().zip(&results) {
+            match r {
+                Err(LedgerError::Writer(msg)) => {
+                    assert!(msg.starts_with("transaction not committed: "), "{g}: {msg}");
+                    assert!(msg.contains("FOREIGN KEY"), "{g}: {msg}");
+                }
+                Err(e) => panic!("{g}: another error than the commit's: {e}"),
+                Ok(_) => panic!("{g}: reported written although its COMMIT failed"),
+            }
+        }
+        assert!(l.connection().is_autocommit(), "the batch was rolled back");
+        let other = Ledger::open(&path).unwrap();
+        assert_eq!(
+            other.count_by_state().unwrap(),
+            vec![],
+            "no claim is durable"
+        );
+        for g in guids {
+            assert!(
+                other.history(g).unwrap().is_empty(),
+                "{g}: no history either"
+            );
+        }
+        assert_eq!(
+            other
+                .connection()
+                .query_row("SELECT count(*) FROM tx_actor", [], |r| r.get::<_, i64>(0))
+                .unwrap(),
+            0,
+            "no actor row is left behind"
+        );
+        // The writer's connection is usable again: the next batch commits.
+        l.connection()
+            .execute_batch("DROP TRIGGER temp.claim_violates_at_commit")
+            .unwrap();
+        let again = run_batch(&l, &ops);
+        assert!(again.iter().all(Result::is_ok));
+        assert_eq!(other.count_by_state().unwrap(), vec![(State::Sent, 3)]);
+    }
+
     #[test]
     fn the_read_pool_is_bounded_and_waits_for_a_return() {
         let dir = tempfile::tempdir().unwrap();
