@@ -45,7 +45,8 @@ enum Op {
         days: u64,
         limit: usize,
     },
-    /// `/healthz`'s write, on the `relay_health` side table.
+    /// `/healthz`'s write: the probe row into `tx`, rolled back to a savepoint of its own
+    /// (the batch's other statements untouched), then the `relay_health` row.
     TouchHealth,
 }
 
@@ -448,6 +449,7 @@ impl Drop for Pooled<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::HEALTH_PROBE_GUID;
 
     /// A power loss must not forget a claim whose POST reached the core: every connection
     /// the relay writes or reads with runs in WAL mode with synchronous=FULL.
@@ -535,6 +537,50 @@ mod tests {
         let again = run_batch(&l, &ops);
         assert!(again.iter().all(Result::is_ok));
         assert_eq!(other.count_by_state().unwrap(), vec![(State::Sent, 3)]);
+    }
+
+    /// `/healthz`'s probe shares a batch with claims: its row into `tx` is rolled back to its
+    /// own savepoint, the claims beside it commit; a probe that fails (a `tx` trigger that
+    /// refuses it) fails alone, and the claims still commit.
+    #[test]
+    fn the_health_probe_leaves_the_claims_of_its_batch_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.db");
+        let l = Ledger::open(&path).unwrap().acting_as("relay");
+        let claim = |g: &str| Op::Claim {
+            guid: g.into(),
+            tx_code: "TRNF".into(),
+            request: g.as_bytes().to_vec(),
+        };
+        let batch = [claim("G-H1"), Op::TouchHealth, claim("G-H2")];
+        let ops: Vec<&Op> = batch.iter().collect();
+        assert!(run_batch(&l, &ops).iter().all(Result::is_ok));
+
+        l.connection()
+            .execute_batch(&format!(
+                "CREATE TEMP TRIGGER refuse_the_probe BEFORE INSERT ON main.tx \
+                 WHEN NEW.guid = '{HEALTH_PROBE_GUID}' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            ))
+            .unwrap();
+        let batch = [claim("G-H3"), Op::TouchHealth, claim("G-H4")];
+        let ops: Vec<&Op> = batch.iter().collect();
+        let results = run_batch(&l, &ops);
+        assert!(results[0].is_ok() && results[2].is_ok());
+        match &results[1] {
+            Err(e) => assert!(e.to_string().contains("refused"), "{e}"),
+            Ok(_) => panic!("the refused probe reported healthy"),
+        }
+
+        let other = Ledger::open(&path).unwrap();
+        assert_eq!(other.count_by_state().unwrap(), vec![(State::Sent, 4)]);
+        assert!(other.get(HEALTH_PROBE_GUID).unwrap().is_none());
+        assert!(other.history(HEALTH_PROBE_GUID).unwrap().is_empty());
+        for g in ["G-H1", "G-H2", "G-H3", "G-H4"] {
+            let h = other.history(g).unwrap();
+            assert_eq!(h.len(), 1, "{g}: {h:?}");
+            assert_eq!(h[0].who, "relay", "{g}: {h:?}");
+        }
+        assert!(other.read_health().unwrap().is_some());
     }
 
     #[test]
