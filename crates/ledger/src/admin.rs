@@ -1,11 +1,13 @@
 //! `relay --admin ADDR`: a small HTTP/1.1 server for operators, apart from the channel
 //! port. `GET /metrics` is the Prometheus text exposition of `metrics`; `GET /healthz` is
-//! 200 while the ledger answers a write and a read round trip (`Store::health_round_trip`),
-//! 503 otherwise.
+//! 200 while the ledger takes a claim-like write of `tx` (rolled back) and answers a write
+//! and a read round trip (`Store::health_round_trip`), 503 otherwise.
 //!
 //! It is std::net and a thread per request, at most `MAX_CONNECTIONS` at once (more are
-//! closed at once), each bounded by `IO_TIMEOUT`: a scraper every few seconds is all it
-//! serves. Nothing it does touches the channel connections, their limits or their threads;
+//! closed at once): a scraper every few seconds is all it serves. A request's head must be
+//! complete within `HEAD_DEADLINE` of its connection's acceptance, however slowly it comes,
+//! so that connections dribbling a byte now and then hold no slot for longer; each write
+//! is bounded by `IO_TIMEOUT`. Nothing it does touches the channel connections, their limits or their threads;
 //! the ledger rows it reports are read by the `metrics::Sampler`, not per scrape.
 
 use std::io::{self, Read, Write};
@@ -13,16 +15,20 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
 use crate::metrics::{self, CONTENT_TYPE, SAMPLE_INTERVAL, Sampler};
 use crate::store::Store;
 
-/// Admin requests served at once; more connections are closed at once.
-pub const MAX_CONNECTIONS: usize = 4;
-/// Each read and write on an admin connection.
+/// Admin requests served at once; more connections are closed at once. Enough that a few
+/// stuck or slow clients leave room for the scrapers and health checks (a thread of 256 KiB
+/// stack each, for at most `HEAD_DEADLINE` plus the answer).
+pub const MAX_CONNECTIONS: usize = 16;
+/// The whole request head, from the connection's acceptance to its blank line.
+pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
+/// Each write on an admin connection.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest request head read.
 const MAX_HEAD: usize = 8 * 1024;
@@ -122,9 +128,9 @@ fn accept_loop(listener: &TcpListener, store: &Arc<dyn Store>, stopping: &Atomic
 
 /// Answers one request, then closes.
 fn serve(stream: &TcpStream, store: &dyn Store) -> io::Result<()> {
-    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    let deadline = Instant::now() + HEAD_DEADLINE;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
-    let head = read_head(stream)?;
+    let head = read_head(stream, deadline)?;
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut req = httparse::Request::new(&mut headers);
     let (method, path) = match req.parse(&head) {
@@ -156,8 +162,8 @@ pub fn route(method: &str, path: &str, store: &dyn Store) -> (u16, &'static str,
     }
 }
 
-/// The request line and headers, up to the blank line.
-fn read_head(mut stream: &TcpStream) -> io::Result<Vec<u8>> {
+/// The request line and headers, up to the blank line, by `deadline` however they come.
+fn read_head(mut stream: &TcpStream, deadline: Instant) -> io::Result<Vec<u8>> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -167,7 +173,25 @@ fn read_head(mut stream: &TcpStream) -> io::Result<Vec<u8>> {
                 "request head too long",
             ));
         }
-        let n = stream.read(&mut buf)?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "request head not complete in time",
+            ));
+        }
+        stream.set_read_timeout(Some(left))?;
+        let n = match stream.read(&mut buf) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue; // the deadline check above says so
+            }
+            r => r?,
+        };
         if n == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }

@@ -46,7 +46,8 @@ enum Op {
         limit: usize,
     },
     Evidence(Evidence),
-    /// `/healthz`'s write, on the `relay_health` side table.
+    /// `/healthz`'s write: the probe row into `tx`, rolled back to a savepoint of its own
+    /// (the batch's other statements untouched), then the `relay_health` row.
     TouchHealth,
 }
 
@@ -453,6 +454,7 @@ impl Drop for Pooled<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::HEALTH_PROBE_GUID;
 
     /// A power loss must not forget a claim whose POST reached the core: every connection
     /// the relay writes or reads with runs in WAL mode with synchronous=FULL.
@@ -465,6 +467,125 @@ mod tests {
         for d in all {
             assert!(d.is_durable(), "{d:?}");
         }
+    }
+
+    /// A COMMIT that fails for real: a deferred foreign key, checked by SQLite only at
+    /// COMMIT, that every claimed row violates (test-only tables and trigger on the writer's
+    /// own connection; nothing in the relay's code path is stubbed). Every statement of the
+    /// batch ran and said "won", yet none is durable: every one must fail (the relay answers
+    /// E905 and calls the core for none), and the ledger must hold none of them.
+    #[test]
+    fn a_commit_that_fails_fails_every_statement_of_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.db");
+        let l = Ledger::open(&path).unwrap().acting_as("relay");
+        l.connection()
+            .execute_batch(
+                "PRAGMA foreign_keys = ON;
+                 CREATE TEMP TABLE parent (id TEXT PRIMARY KEY);
+                 CREATE TEMP TABLE child (
+                     id TEXT REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+                 CREATE TEMP TRIGGER claim_violates_at_commit AFTER INSERT ON main.tx BEGIN
+                     INSERT INTO child (id) VALUES (NEW.guid);
+                 END;",
+            )
+            .unwrap();
+        let guids = ["G-C1", "G-C2", "G-C3"];
+        let claims: Vec<Op> = guids
+            .iter()
+            .map(|g| Op::Claim {
+                guid: g.to_string(),
+                tx_code: "TRNF".into(),
+                request: g.as_bytes().to_vec(),
+            })
+            .collect();
+        let ops: Vec<&Op> = claims.iter().collect();
+
+        let results = run_batch(&l, &ops);
+
+        assert_eq!(results.len(), guids.len());
+        for (g, r) in guids.iter().zip(&results) {
+            match r {
+                Err(LedgerError::Writer(msg)) => {
+                    assert!(msg.starts_with("transaction not committed: "), "{g}: {msg}");
+                    assert!(msg.contains("FOREIGN KEY"), "{g}: {msg}");
+                }
+                Err(e) => panic!("{g}: another error than the commit's: {e}"),
+                Ok(_) => panic!("{g}: reported written although its COMMIT failed"),
+            }
+        }
+        assert!(l.connection().is_autocommit(), "the batch was rolled back");
+        let other = Ledger::open(&path).unwrap();
+        assert_eq!(
+            other.count_by_state().unwrap(),
+            vec![],
+            "no claim is durable"
+        );
+        for g in guids {
+            assert!(
+                other.history(g).unwrap().is_empty(),
+                "{g}: no history either"
+            );
+        }
+        assert_eq!(
+            other
+                .connection()
+                .query_row("SELECT count(*) FROM tx_actor", [], |r| r.get::<_, i64>(0))
+                .unwrap(),
+            0,
+            "no actor row is left behind"
+        );
+        // The writer's connection is usable again: the next batch commits.
+        l.connection()
+            .execute_batch("DROP TRIGGER temp.claim_violates_at_commit")
+            .unwrap();
+        let again = run_batch(&l, &ops);
+        assert!(again.iter().all(Result::is_ok));
+        assert_eq!(other.count_by_state().unwrap(), vec![(State::Sent, 3)]);
+    }
+
+    /// `/healthz`'s probe shares a batch with claims: its row into `tx` is rolled back to its
+    /// own savepoint, the claims beside it commit; a probe that fails (a `tx` trigger that
+    /// refuses it) fails alone, and the claims still commit.
+    #[test]
+    fn the_health_probe_leaves_the_claims_of_its_batch_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.db");
+        let l = Ledger::open(&path).unwrap().acting_as("relay");
+        let claim = |g: &str| Op::Claim {
+            guid: g.into(),
+            tx_code: "TRNF".into(),
+            request: g.as_bytes().to_vec(),
+        };
+        let batch = [claim("G-H1"), Op::TouchHealth, claim("G-H2")];
+        let ops: Vec<&Op> = batch.iter().collect();
+        assert!(run_batch(&l, &ops).iter().all(Result::is_ok));
+
+        l.connection()
+            .execute_batch(&format!(
+                "CREATE TEMP TRIGGER refuse_the_probe BEFORE INSERT ON main.tx \
+                 WHEN NEW.guid = '{HEALTH_PROBE_GUID}' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            ))
+            .unwrap();
+        let batch = [claim("G-H3"), Op::TouchHealth, claim("G-H4")];
+        let ops: Vec<&Op> = batch.iter().collect();
+        let results = run_batch(&l, &ops);
+        assert!(results[0].is_ok() && results[2].is_ok());
+        match &results[1] {
+            Err(e) => assert!(e.to_string().contains("refused"), "{e}"),
+            Ok(_) => panic!("the refused probe reported healthy"),
+        }
+
+        let other = Ledger::open(&path).unwrap();
+        assert_eq!(other.count_by_state().unwrap(), vec![(State::Sent, 4)]);
+        assert!(other.get(HEALTH_PROBE_GUID).unwrap().is_none());
+        assert!(other.history(HEALTH_PROBE_GUID).unwrap().is_empty());
+        for g in ["G-H1", "G-H2", "G-H3", "G-H4"] {
+            let h = other.history(g).unwrap();
+            assert_eq!(h.len(), 1, "{g}: {h:?}");
+            assert_eq!(h[0].who, "relay", "{g}: {h:?}");
+        }
+        assert!(other.read_health().unwrap().is_some());
     }
 
     #[test]

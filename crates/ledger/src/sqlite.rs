@@ -15,7 +15,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, params};
 
 pub use crate::error::{LedgerError, Result};
 pub use crate::state::{Change, Evidence, HistoryRow, Row, State};
-pub use crate::store::{Durability, InquiryRecord, PURGE_CHUNK, Store};
+pub use crate::store::{Durability, HEALTH_PROBE_GUID, InquiryRecord, PURGE_CHUNK, Store};
 use crate::store::{backoff_base_secs, backoff_cap_secs, last_error_text};
 
 /// The schema file at the repository root, built into every binary.
@@ -66,7 +66,12 @@ const PURGE_CHUNK_SQL: &str = "\
         ORDER BY updated_at LIMIT ?2) \
     AND state = 'DONE' AND updated_at < datetime('now', ?1)";
 
-/// `/healthz`'s write: the one row of `relay_health`, never a `tx` row.
+/// `/healthz`'s probe of the claim path: the claim's INSERT of the probe row, which fires
+/// the `tx` triggers; always rolled back.
+const HEALTH_PROBE: &str = "\
+    INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at) \
+    VALUES (?1, 'TRNF', 'SENT', x'', 1, datetime('now'))";
+/// `/healthz`'s committed write: the one row of `relay_health`.
 const TOUCH_HEALTH: &str = "\
     INSERT INTO relay_health (id, at) VALUES (1, datetime('now')) \
     ON CONFLICT (id) DO UPDATE SET at = excluded.at";
@@ -617,8 +622,27 @@ impl Ledger {
             .query_row(params![state], |r| r.get::<_, Option<f64>>(0))?)
     }
 
-    /// `/healthz`'s write: stamps the one `relay_health` row (no `tx` row is touched).
+    /// `/healthz`'s write: the probe row inserted into `tx` as a claim is (its triggers,
+    /// the history's among them, fire) and rolled back at once to a savepoint of its own, so
+    /// that it works alone or inside the group commit's batch, whose other statements it
+    /// leaves as they are; then the one `relay_health` row stamped (committed with the rest).
+    /// An error that rolled the whole transaction back is returned as it is (the group commit
+    /// then fails its batch).
     pub fn touch_health(&self) -> Result<()> {
+        self.conn.execute_batch("SAVEPOINT health_probe")?;
+        let probed = self.as_actor(None, None, || {
+            self.conn
+                .prepare_cached(HEALTH_PROBE)?
+                .execute([HEALTH_PROBE_GUID])?;
+            Ok(())
+        });
+        if self.conn.is_autocommit() {
+            return probed;
+        }
+        let undone = self
+            .conn
+            .execute_batch("ROLLBACK TO health_probe; RELEASE health_probe");
+        probed.and(undone.map_err(LedgerError::from))?;
         self.conn.prepare_cached(TOUCH_HEALTH)?.execute([])?;
         Ok(())
     }

@@ -15,6 +15,11 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 
+/// The GUID of `/healthz`'s probe row: spaces and a slash, so no channel can ever send it
+/// (CONTRACT §2: 1–36 of `[0-9A-Za-z._-]`; §9's Idempotency-Key obeys the same rule). The
+/// row is inserted and rolled back in the same transaction, never committed.
+pub const HEALTH_PROBE_GUID: &str = "txrelay /healthz probe";
+
 /// purge deletes at most this many rows per transaction, so that the write lock is never
 /// held long enough for a claim or a result to wait out its busy timeout.
 pub const PURGE_CHUNK: usize = 1000;
@@ -130,9 +135,11 @@ pub trait Store: Send + Sync {
     /// Seconds since the oldest row in `state` last changed (`None`: no such row); for the
     /// relay's metrics.
     fn oldest_age_secs(&self, state: State) -> Result<Option<f64>>;
-    /// The relay's `/healthz`: a write through the path claims and results take (the group
-    /// commit on SQLite), then a read through the path requests read from, both on the
-    /// `relay_health` side table: never on a `tx` row.
+    /// The relay's `/healthz`, through the path claims and results take (the group commit on
+    /// SQLite): a claim-like INSERT of the row [`HEALTH_PROBE_GUID`] into `tx`, firing its
+    /// triggers, rolled back at once (nothing of it is ever committed); then a committed
+    /// write of the `relay_health` side table's one row, read back through the path requests
+    /// read from.
     fn health_round_trip(&self) -> Result<()>;
     /// The durability settings of every connection this store writes or reads with.
     fn durability(&self) -> Result<Vec<Durability>>;

@@ -9,7 +9,11 @@ use crate::util::*;
 
 /// A relay on `db` in front of `core_url` with `--admin 127.0.0.1:0`, logging at info; and
 /// its admin address.
-fn relay_with_admin(db: &TempLedger, core_url: &str, extra: &[&str]) -> (Server, String) {
+pub(super) fn relay_with_admin(
+    db: &TempLedger,
+    core_url: &str,
+    extra: &[&str],
+) -> (Server, String) {
     let mut cmd = relay_command(db, core_url, &["--admin", "127.0.0.1:0"]);
     cmd.args(extra).env("RUST_LOG", "info");
     let relay = Server::start(cmd);

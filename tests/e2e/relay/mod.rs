@@ -1,7 +1,9 @@
 //! The relay end to end: real `relay` and `coresim` processes, a temp ledger each, and
 //! assertions on exact reply bytes, ledger rows and the core's per-GUID booking counts; and
-//! its admin port, metrics and log formats (`metrics`).
+//! its admin port, metrics and log formats (`metrics`), and the admin port under slow
+//! clients and a ledger whose claims fail (`admin_port`).
 
+mod admin_port;
 mod frames;
 mod late_replies;
 mod late_results;

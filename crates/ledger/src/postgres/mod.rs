@@ -117,6 +117,10 @@ const PURGE_HISTORY_CHUNK: &str = "\
     DELETE FROM tx_history WHERE id IN ( \
         SELECT id FROM tx_history WHERE at < now() - make_interval(days => $1) \
         ORDER BY id LIMIT $2)";
+/// `/healthz`'s probe of the claim path (see the SQLite twin): always rolled back.
+const HEALTH_PROBE: &str = "\
+    INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at) \
+    VALUES ($1, 'TRNF', 'SENT', ''::bytea, 1, now())";
 const TOUCH_HEALTH: &str = "\
     INSERT INTO relay_health (id, at) VALUES (1, now()) \
     ON CONFLICT (id) DO UPDATE SET at = excluded.at";
@@ -571,7 +575,18 @@ impl Store for PgStore {
         })
     }
 
+    /// The probe row inserted as a claim is, under the session's name, in a transaction that
+    /// is rolled back (its triggers fired, nothing kept); then the health row stamped and
+    /// read back.
     fn health_round_trip(&self) -> Result<()> {
+        self.pool.run("probing the claim path", |c| {
+            let (probe, actor) = (c.prepared(HEALTH_PROBE)?, c.prepared(ACTOR)?);
+            let who = c.who.clone();
+            let mut t = c.client.transaction()?;
+            t.execute(&actor, &[&who, &None::<String>])?;
+            t.execute(&probe, &[&crate::store::HEALTH_PROBE_GUID])?;
+            t.rollback()
+        })?;
         self.execute("writing the health row", TOUCH_HEALTH, params![])?;
         let at = self.pool.run("reading the health row", |c| {
             let st = c.prepared(READ_HEALTH)?;
