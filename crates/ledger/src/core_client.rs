@@ -340,6 +340,8 @@ fn booking(text: &[u8], ours: Ours) -> Result<[u8; BOOKING_BODY_LEN], String> {
             ));
         }
     }
+    // What the reply cannot carry first (its own message), then whether it is our amount.
+    let body = wire::booking_body(&b.core_ref, b.amount, &b.booked_at).map_err(|e| e.0)?;
     if b.amount != ours.amount {
         return Err(format!(
             "the booking is for amount {} {}, ours is {}",
@@ -348,7 +350,7 @@ fn booking(text: &[u8], ours: Ours) -> Result<[u8; BOOKING_BODY_LEN], String> {
             ours.amount
         ));
     }
-    wire::booking_body(&b.core_ref, b.amount, &b.booked_at).map_err(|e| e.0)
+    Ok(body)
 }
 
 /// A 4xx body with a business code: four of `[A-Z0-9]`, never `0000` nor `E9..`, which
