@@ -122,8 +122,11 @@ pub trait Store: Send + Sync {
     fn count_by_state(&self) -> Result<Vec<(State, i64)>>;
     /// The history of `guid`, oldest change first (it outlives the row).
     fn history(&self, guid: &str) -> Result<Vec<HistoryRow>>;
-    /// Deletes at most `limit` history rows older than `days` (its own retention).
-    fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize>;
+    /// Deletes at most `limit` history rows older than `days` (its own retention), only of
+    /// GUIDs no longer in doubt: whose row is gone (purged) or DONE and older than `tx_days`
+    /// (purge's retention of rows). A row in doubt (UNKNOWN, SENT, FAILED, RECEIVED) and a
+    /// DONE row still kept keep all their history, whatever its age.
+    fn purge_history_chunk(&self, days: u64, tx_days: u64, limit: usize) -> Result<usize>;
     /// Seconds since the oldest row in `state` last changed (`None`: no such row); for the
     /// relay's metrics.
     fn oldest_age_secs(&self, state: State) -> Result<Option<f64>>;

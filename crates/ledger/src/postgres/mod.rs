@@ -88,10 +88,15 @@ const HISTORY: &str = "\
     SELECT id, guid, from_state, to_state, rsp_code, attempts, \
     to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS'), who, reason \
     FROM tx_history WHERE guid = $1 ORDER BY id";
+/// Old history, only of GUIDs no longer in doubt (as SQLite's).
 const PURGE_HISTORY_CHUNK: &str = "\
     DELETE FROM tx_history WHERE id IN ( \
-        SELECT id FROM tx_history WHERE at < now() - make_interval(days => $1) \
-        ORDER BY id LIMIT $2)";
+        SELECT id FROM tx_history h WHERE at < now() - make_interval(days => $1) \
+        AND NOT EXISTS (SELECT 1 FROM tx WHERE tx.guid = h.guid \
+            AND NOT (tx.state = 'DONE' AND tx.updated_at < now() - make_interval(days => $3))) \
+        ORDER BY id LIMIT $2) \
+    AND NOT EXISTS (SELECT 1 FROM tx WHERE tx.guid = tx_history.guid \
+        AND NOT (tx.state = 'DONE' AND tx.updated_at < now() - make_interval(days => $3)))";
 const TOUCH_HEALTH: &str = "\
     INSERT INTO relay_health (id, at) VALUES (1, now()) \
     ON CONFLICT (id) DO UPDATE SET at = excluded.at";
@@ -585,8 +590,12 @@ impl Store for PgStore {
         })
     }
 
-    fn purge_history_chunk(&self, days: u64, lim: usize) -> Result<usize> {
-        let p = params![int(days), i64::try_from(lim).unwrap_or(i64::MAX)];
+    fn purge_history_chunk(&self, days: u64, tx_days: u64, lim: usize) -> Result<usize> {
+        let p = params![
+            int(days),
+            i64::try_from(lim).unwrap_or(i64::MAX),
+            int(tx_days)
+        ];
         let n = self.execute("purging history", PURGE_HISTORY_CHUNK, p)?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
