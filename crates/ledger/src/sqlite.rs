@@ -194,6 +194,7 @@ impl Ledger {
             path: path.to_path_buf(),
             source,
         })?;
+        crate::migrate::refuse_if_moved(&conn, path)?;
         Ok(Ledger {
             conn,
             who: "inspect".into(),
@@ -240,6 +241,8 @@ impl Ledger {
                 got: sync.to_string(),
             });
         }
+        // Before the schema is brought up to date: a moved ledger is not touched.
+        crate::migrate::refuse_if_moved(&conn, path)?;
         migrate(&conn).map_err(open_err)?;
         Ok(Ledger {
             conn,
