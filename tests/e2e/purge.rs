@@ -3,24 +3,26 @@
 
 use crate::util::*;
 
+/// A row holding a request for `guid`, in `state` with `rsp`, `age` seconds old.
+fn aged(guid: &str, state: State, rsp: Option<&str>, age: u64) -> RowSpec {
+    RowSpec::of(&msg(guid, 1, ""), state).code(rsp).age(age)
+}
+
 #[test]
 fn purge_deletes_only_done_rows_older_than_the_retention() {
     skip_if_unavailable!();
-    let hand = |g: &str, state: State, rsp: Option<&str>, age: u64| {
-        RowSpec::of(&msg(g, 1, ""), state).code(rsp).age(age)
-    };
     let s = Scene::new()
         .core(&[])
         .relay(&[])
         .rows([
-            hand("G-PU-DONE-30D", State::Done, Some("0000"), 30 * DAY),
-            hand("G-PU-DONE-8D", State::Done, Some("B001"), 8 * DAY),
-            hand("G-PU-DONE-6D", State::Done, Some("0000"), 6 * DAY),
-            hand("G-PU-DONE-1D", State::Done, Some("0000"), DAY),
-            hand("G-PU-UNKNOWN", State::Unknown, Some("E901"), 100 * DAY),
-            hand("G-PU-FAILED", State::Failed, Some("E902"), 100 * DAY),
-            hand("G-PU-SENT", State::Sent, None, 100 * DAY),
-            hand("G-PU-RECEIVED", State::Received, None, 100 * DAY),
+            aged("G-PU-DONE-30D", State::Done, Some("0000"), 30 * DAY),
+            aged("G-PU-DONE-8D", State::Done, Some("B001"), 8 * DAY),
+            aged("G-PU-DONE-6D", State::Done, Some("0000"), 6 * DAY),
+            aged("G-PU-DONE-1D", State::Done, Some("0000"), DAY),
+            aged("G-PU-UNKNOWN", State::Unknown, Some("E901"), 100 * DAY),
+            aged("G-PU-FAILED", State::Failed, Some("E902"), 100 * DAY),
+            aged("G-PU-SENT", State::Sent, None, 100 * DAY),
+            aged("G-PU-RECEIVED", State::Received, None, 100 * DAY),
             RowSpec::new("G-PU-DONE-NULL", State::Done)
                 .attempts(0)
                 .age(9 * DAY),
@@ -121,17 +123,14 @@ fn purge_deletes_only_done_rows_older_than_the_retention() {
 fn purge_deletes_in_chunks_and_only_old_done_rows() {
     skip_if_unavailable!();
     const N: usize = 2500;
-    let kept = |g: &str, state: State, rsp: Option<&str>, age: u64| {
-        RowSpec::of(&msg(g, 1, ""), state).code(rsp).age(age)
-    };
     let s = Scene::new()
         .rows([
-            kept("K-UNKNOWN", State::Unknown, Some("E901"), 40 * DAY),
-            kept("K-FAILED", State::Failed, Some("E902"), 40 * DAY),
-            kept("K-SENT", State::Sent, None, 40 * DAY),
-            kept("K-RECEIVED", State::Received, None, 40 * DAY),
-            kept("K-DONE-29D", State::Done, Some("0000"), 29 * DAY),
-            kept("K-DONE-YOUNG", State::Done, Some("B001"), 60),
+            aged("K-UNKNOWN", State::Unknown, Some("E901"), 40 * DAY),
+            aged("K-FAILED", State::Failed, Some("E902"), 40 * DAY),
+            aged("K-SENT", State::Sent, None, 40 * DAY),
+            aged("K-RECEIVED", State::Received, None, 40 * DAY),
+            aged("K-DONE-29D", State::Done, Some("0000"), 29 * DAY),
+            aged("K-DONE-YOUNG", State::Done, Some("B001"), 60),
         ])
         .build();
     let bulk: Vec<RowSpec> = (1..=N)
@@ -192,16 +191,13 @@ fn old_history(db: &TempLedger, guid: &str, from: &str, to: &str, days: u64) {
 #[test]
 fn history_goes_by_its_own_retention_only_for_guids_no_longer_in_doubt() {
     skip_if_unavailable!();
-    let row = |g: &str, state: State, rsp: Option<&str>, age: u64| {
-        RowSpec::of(&msg(g, 1, ""), state).code(rsp).age(age)
-    };
     let s = Scene::new()
         .rows([
-            row("G-PH-UNKNOWN", State::Unknown, Some("E901"), 400 * DAY),
-            row("G-PH-SENT", State::Sent, None, 400 * DAY),
-            row("G-PH-FAILED", State::Failed, Some("E902"), 400 * DAY),
-            row("G-PH-DONE-YOUNG", State::Done, Some("0000"), DAY),
-            row("G-PH-DONE-OLD", State::Done, Some("0000"), 30 * DAY),
+            aged("G-PH-UNKNOWN", State::Unknown, Some("E901"), 400 * DAY),
+            aged("G-PH-SENT", State::Sent, None, 400 * DAY),
+            aged("G-PH-FAILED", State::Failed, Some("E902"), 400 * DAY),
+            aged("G-PH-DONE-YOUNG", State::Done, Some("0000"), DAY),
+            aged("G-PH-DONE-OLD", State::Done, Some("0000"), 30 * DAY),
         ])
         .build();
     // Each row's claim and result 400 days ago; G-PH-GONE's row was purged long since.
