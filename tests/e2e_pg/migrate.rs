@@ -1,9 +1,12 @@
 //! `migrate --from SQLITE --to postgres://…`: a ledger written by the relay on SQLite moves
 //! into PostgreSQL row for row and byte for byte, `updated_at` included; running it again
-//! copies nothing; a GUID already in PostgreSQL with other content is reported and left;
-//! and a relay on the PostgreSQL ledger then replays what the SQLite relay booked.
+//! copies nothing; a GUID already in PostgreSQL with other content is reported and left
+//! (exit 3); the SQLite ledger's write lock is held for the copy (a ledger in use is refused,
+//! nothing copied); a complete copy marks the SQLite ledger moved, after which every tool
+//! refuses it, naming where it went; and a relay on the PostgreSQL ledger then replays what
+//! the SQLite relay booked.
 
-use ledger::wire::{E_GUID_REUSED, E_UNKNOWN};
+use ledger::wire::{E_GUID_REUSED, E_LEDGER, E_UNKNOWN};
 
 use crate::util::*;
 
@@ -43,59 +46,64 @@ fn migrate_copies_a_relays_sqlite_ledger_once_and_never_overwrites() {
     // Rows of different ages: the copies must keep each one's own updated_at.
     sqlite.age("G-MIG-BOOKED", 10 * DAY);
     sqlite.age("G-MIG-REJECTED", 2 * HOUR);
-    let pg = temp_ledger();
-
-    let r = migrate(&sqlite, &pg);
-    r.expect_code(EXIT_SETTLED);
-    assert_counts(
-        &r.json(),
-        &[("read", 5), ("copied", 5), ("present", 0), ("refused", 0)],
-    );
-    let rows = sqlite.rows();
-    assert_eq!(rows.len(), 5);
-    assert_eq!(pg.rows(), rows, "every row as it was, updated_at included");
-
-    // Again: nothing copied, nothing changed, exit 0.
-    let r = migrate(&sqlite, &pg);
-    r.expect_code(EXIT_SETTLED);
-    assert_counts(
-        &r.json(),
-        &[("read", 5), ("copied", 0), ("present", 5), ("refused", 0)],
-    );
-    assert_eq!(pg.rows(), rows);
-
-    // A GUID already in PostgreSQL with other content (booked there meanwhile, say) is
-    // reported and left; a new one beside it is copied.
+    // A GUID already in PostgreSQL with other content (booked there meanwhile, say).
     let clash = msg("G-MIG-CLASH", 60, "");
-    let late = msg("G-MIG-LATE", 70, "");
     {
         let relay = start_relay(&sqlite, &core.url(), &[]);
         assert_code(&call(&relay.addr, &clash), "0000");
-        assert_code(&call(&relay.addr, &late), "0000");
     }
+    let pg = temp_ledger();
     RowSpec::failed(&msg("G-MIG-CLASH", 61, "other"))
         .age(HOUR)
         .insert(&pg);
     let clash_there = pg.row("G-MIG-CLASH").unwrap();
+
+    // It is reported and left, the rest copied; exit 3, and the SQLite ledger is not marked
+    // moved: running it again is harmless.
+    for copied in [5, 0] {
+        let r = migrate(&sqlite, &pg);
+        r.expect_code(EXIT_LEFT);
+        let j = r.json();
+        assert_counts(
+            &j,
+            &[
+                ("read", 6),
+                ("copied", copied),
+                ("present", 5 - copied),
+                ("refused", 1),
+            ],
+        );
+        assert_eq!(
+            j["refused_guids"],
+            serde_json::json!(["G-MIG-CLASH"]),
+            "{j}"
+        );
+        assert!(r.stderr().contains("G-MIG-CLASH"), "{}", r.stderr());
+        assert_eq!(
+            pg.row("G-MIG-CLASH").unwrap(),
+            clash_there,
+            "not overwritten"
+        );
+        tool("inspect", &["--db", sqlite.arg()]).expect_code(EXIT_SETTLED);
+    }
+    // The operator settles the clash (here: the PostgreSQL row was a mistake); then every row
+    // is copied, each as it was, updated_at included.
+    by_hand(&pg, "", "DELETE FROM tx WHERE guid = 'G-MIG-CLASH'");
     let r = migrate(&sqlite, &pg);
-    r.expect_code(EXIT_LEFT);
-    let j = r.json();
+    r.expect_code(EXIT_SETTLED);
     assert_counts(
-        &j,
-        &[("read", 7), ("copied", 1), ("present", 5), ("refused", 1)],
+        &r.json(),
+        &[("read", 6), ("copied", 1), ("present", 5), ("refused", 0)],
     );
-    assert_eq!(
-        j["refused_guids"],
-        serde_json::json!(["G-MIG-CLASH"]),
-        "{j}"
-    );
-    assert!(r.stderr().contains("G-MIG-CLASH"), "{}", r.stderr());
-    assert_eq!(
-        pg.row("G-MIG-CLASH").unwrap(),
-        clash_there,
-        "not overwritten"
-    );
-    assert_eq!(pg.row("G-MIG-LATE"), sqlite.row("G-MIG-LATE"));
+    let rows = sqlite.rows();
+    assert_eq!(rows.len(), 6);
+    assert_eq!(pg.rows(), rows, "every row as it was, updated_at included");
+
+    // Now the SQLite ledger is marked moved: migrating it again is refused.
+    let r = migrate(&sqlite, &pg);
+    r.expect_code(EXIT_FATAL);
+    assert!(r.stderr().contains("was moved to"), "{}", r.stderr());
+    assert_eq!(pg.rows(), rows);
 
     // A relay on the PostgreSQL ledger: what the SQLite relay settled is answered from the
     // ledger, byte for byte, and never reaches the core again.
@@ -136,4 +144,117 @@ fn migrate_refuses_anything_but_sqlite_into_postgresql() {
         assert!(r.stderr().contains(flag), "{}", r.stderr());
     }
     assert!(!pg.created(), "nothing was written");
+}
+
+#[test]
+fn migrate_refuses_a_ledger_whose_write_lock_is_held_and_copies_nothing() {
+    skip_if_unavailable!();
+    let sqlite = TempLedger::new();
+    RowSpec::unknown(&msg("G-MIG-LOCK", 10, ""))
+        .age(OLD)
+        .insert(&sqlite);
+    let pg = temp_ledger();
+    // Another program writing the ledger (a relay's claim, a resolve's settlement).
+    let lock = WriteLock::take(&sqlite, "G-MIG-LOCK");
+    let r = migrate(&sqlite, &pg);
+    r.expect_code(EXIT_FATAL);
+    let err = r.stderr();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("is in use") && err.contains("nothing copied"),
+        "{err}"
+    );
+    assert_eq!(r.stdout(), "");
+    assert!(pg.rows().is_empty(), "nothing copied");
+    lock.release();
+    // Not marked moved: once the writer is gone, it migrates.
+    let r = migrate(&sqlite, &pg);
+    r.expect_code(EXIT_SETTLED);
+    assert_counts(&r.json(), &[("read", 1), ("copied", 1)]);
+}
+
+#[test]
+fn after_a_migrate_every_tool_refuses_the_sqlite_ledger_naming_where_it_went() {
+    skip_if_unavailable!();
+    let core = Core::start(&[]);
+    let sqlite = TempLedger::new();
+    let pg = temp_ledger();
+    // A relay left running on the SQLite ledger (idle: it holds no lock between requests).
+    let relay = start_relay(&sqlite, &core.url(), &[]);
+    let before = msg("G-MIG-BEFORE", 10, "");
+    let before_reply = call(&relay.addr, &before);
+    assert_code(&before_reply, "0000");
+    // (The test's own connection, opened before the move, reads the SQLite rows after it.)
+    let rows = sqlite.rows();
+    migrate(&sqlite, &pg).expect_code(EXIT_SETTLED);
+    assert_eq!(pg.rows(), rows);
+
+    // Its writes are refused now: a new GUID gets E905 and never reaches the core, so no
+    // claim exists that the PostgreSQL ledger does not know.
+    let after = msg("G-MIG-AFTER", 20, "");
+    assert_eq!(call(&relay.addr, &after), short(&after, &E_LEDGER));
+    assert_eq!(core.bookings("G-MIG-AFTER"), 0);
+    // Reads still work: a resend of what it booked gets the stored reply (as PostgreSQL's
+    // ledger would give it).
+    assert_eq!(call(&relay.addr, &before), before_reply);
+    drop(relay);
+
+    let masked: ledger::Db = pg.arg().parse().expect("a PostgreSQL URL");
+    let moved_to = format!("was moved to {masked} by migrate at ");
+    let db = sqlite.arg();
+    let url = core.url();
+    let settle = [
+        "settle",
+        "G-MIG-BEFORE",
+        "--not-booked",
+        "--reason",
+        "r",
+        "--operator",
+        "o",
+    ];
+    let runs: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "relay",
+            vec!["--db", db, "--core", &url, "--listen", "127.0.0.1:0"],
+        ),
+        (
+            "resolve",
+            vec!["--db", db, "--core", &url, "--min-age", "60"],
+        ),
+        (
+            "reprocess",
+            vec!["--db", db, "--core", &url, "--max-attempts", "3"],
+        ),
+        (
+            "reprocess",
+            vec![
+                "--db",
+                db,
+                "--core",
+                &url,
+                "--max-attempts",
+                "3",
+                "--parallel",
+                "4",
+            ],
+        ),
+        ("purge", vec!["--db", db, "--days", "30"]),
+        ("inspect", vec!["--db", db]),
+        (
+            "inspect",
+            [&["--db", db][..], &["show", "G-MIG-BEFORE"]].concat(),
+        ),
+        ("inspect", [&["--db", db][..], &settle].concat()),
+        ("migrate", vec!["--from", db, "--to", pg.arg()]),
+    ];
+    for (name, args) in runs {
+        let r = tool(name, &args);
+        r.expect_code(EXIT_FATAL);
+        let err = r.stderr();
+        assert_eq!(err.lines().count(), 1, "{name} {args:?}: {err}");
+        assert!(err.contains(&moved_to), "{name} {args:?}: {err}");
+    }
+    assert_eq!(sqlite.rows(), rows, "nothing written to the SQLite ledger");
+    assert_eq!(pg.rows(), rows, "nor to PostgreSQL");
+    assert_eq!(core.total_bookings(), 1);
 }

@@ -101,11 +101,13 @@ struct SettleArgs {
     #[arg(long, conflicts_with = "not_booked")]
     booked_at: Option<String>,
     /// The core never booked it: FAILED/E902, so that reprocess may resend it. Only if the
-    /// core's inquiry answers 404 now, unless --force.
+    /// core's inquiry answers 404 now and that core knows the ledger's newest booking (the
+    /// canary, as resolve's), unless --force.
     #[arg(long)]
     not_booked: bool,
-    /// With --not-booked: settle even though the core's inquiry did not answer 404 (recorded
-    /// in the reason). A transfer the core did book is then booked again by reprocess.
+    /// With --not-booked: settle even though the core's inquiry did not answer 404, or the
+    /// canary failed or is missing (recorded in the reason). A transfer the core did book is
+    /// then booked again by reprocess.
     #[arg(long, conflicts_with = "booked")]
     force: bool,
     /// Why (the evidence: a ticket, who at the core said so); recorded in the history.

@@ -8,11 +8,13 @@
 //! `--booked`: DONE/0000, the reply built from the booking exactly as resolve builds it from
 //! an inquiry (`wire::booking_body`, `wire::reply_to` on the stored request).
 //! `--not-booked`: FAILED/E902 (so that reprocess may resend it), only while the core's
-//! inquiry answers 404, unless `--force` (which the reason then says).
+//! inquiry answers 404 and that core passes resolve's canary (it answers 200 for the ledger's
+//! newest booking; a ledger without one has no canary, and is refused too), unless `--force`
+//! (which the reason then says, with what the canary or the inquiry said).
 //!
 //! Exit 0: settled (or, with `--dry-run`, would be). Exit 1: refused (no such row, a state
-//! that is not settled by hand, a stored request that cannot carry a reply, an inquiry that
-//! did not answer 404, a row that changed meanwhile), one line on stderr, nothing written.
+//! that is not settled by hand, a stored request that cannot carry a reply, a canary that
+//! failed or is missing, an inquiry that did not answer 404, a row that changed meanwhile), one line on stderr, nothing written.
 
 use std::time::Duration;
 
@@ -21,12 +23,12 @@ use cli::{EXIT_FATAL, EXIT_SETTLED};
 use ledger::core_client::{CoreClient, Inquiry};
 use ledger::core_tls::TlsFiles;
 use ledger::transfer::STALE_SENT_FLOOR;
-use ledger::wire::{self, BOOKING_BODY_LEN};
-use ledger::{Access, Change, Db, State};
+use ledger::wire::{self, BOOKING_BODY_LEN, Transfer};
+use ledger::{Access, Change, Db, State, Store};
 use serde::Serialize;
 use serde_json::json;
 
-use ledger::batch::stored_transfer;
+use ledger::batch::{self, Canary, stored_transfer};
 
 use crate::view::{ReplyView, rfc3339_of_reply_time};
 use crate::{CoreArgs, SettleArgs, usage_error};
@@ -199,30 +201,7 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
                     key: core.core_key,
                 },
             )?;
-            // What the inquiry says when it is not the 404 that proves "never booked", and
-            // what the operator can do about it.
-            let doubt = match client.inquire(&transfer) {
-                Inquiry::NotFound => None,
-                Inquiry::Booked(b) => {
-                    let r = ReplyView::of(&wire::reply_to(request, &wire::OK, Some(&b)))
-                        .map_err(anyhow::Error::msg)?;
-                    Some((
-                        format!(
-                            "the core's inquiry answers 200: it booked this GUID (core_ref {}, \
-                             amount {}, booked_at {})",
-                            r.core_ref.unwrap_or_default(),
-                            r.amount.unwrap_or_default(),
-                            rfc3339_of_reply_time(&r.booked_at.unwrap_or_default())
-                        ),
-                        "settle --booked with that booking (--force would let reprocess book \
-                         it again)",
-                    ))
-                }
-                Inquiry::Error(why) => Some((
-                    format!("the core's inquiry did not answer 404 ({why})"),
-                    "nothing proves it was never booked; --force to settle it anyway",
-                )),
-            };
+            let doubt = doubt(ledger.as_ref(), &client, &transfer, request)?;
             match doubt {
                 None => (
                     State::Failed,
@@ -295,6 +274,58 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
     }
     print(&s, json);
     Ok(EXIT_SETTLED)
+}
+
+/// Why the core's answer does not prove "never booked", and what the operator can do about
+/// it; `None`: it does (a 404 from a core that knows the ledger's bookings). The canary runs
+/// first, as resolve's does: a 404 from a core that does not answer 200 for the ledger's
+/// newest booking (another environment's core, a wrong path), or from a core nothing can be
+/// checked against (no booking in the ledger yet), proves nothing.
+fn doubt(
+    ledger: &dyn Store,
+    client: &CoreClient,
+    transfer: &Transfer,
+    request: &[u8],
+) -> anyhow::Result<Option<(String, &'static str)>> {
+    let force = "--force to settle it on the core's written word anyway";
+    match batch::canary(ledger, client)? {
+        Canary::Passed { .. } => {}
+        Canary::Failed(f) => {
+            return Ok(Some((
+                format!("{f}: its inquiry's 404 proves nothing"),
+                force,
+            )));
+        }
+        Canary::NoBooking => {
+            return Ok(Some((
+                "no canary: the ledger holds no booked transfer (DONE/0000) to check --core \
+                 with, so a 404 would prove nothing"
+                    .to_string(),
+                force,
+            )));
+        }
+    }
+    Ok(match client.inquire(transfer) {
+        Inquiry::NotFound => None,
+        Inquiry::Booked(b) => {
+            let r = ReplyView::of(&wire::reply_to(request, &wire::OK, Some(&b)))
+                .map_err(anyhow::Error::msg)?;
+            Some((
+                format!(
+                    "the core's inquiry answers 200: it booked this GUID (core_ref {}, amount {}, \
+                     booked_at {})",
+                    r.core_ref.unwrap_or_default(),
+                    r.amount.unwrap_or_default(),
+                    rfc3339_of_reply_time(&r.booked_at.unwrap_or_default())
+                ),
+                "settle --booked with that booking (--force would let reprocess book it again)",
+            ))
+        }
+        Inquiry::Error(why) => Some((
+            format!("the core's inquiry did not answer 404 ({why})"),
+            "nothing proves it was never booked; --force to settle it anyway",
+        )),
+    })
 }
 
 fn print(s: &Settlement, json: bool) {

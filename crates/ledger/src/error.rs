@@ -43,6 +43,13 @@ pub enum LedgerError {
     Unavailable(String),
     /// A session's commits would not be durable.
     NotDurable(String),
+    /// `migrate` moved this SQLite ledger to `to` (a URL, its password masked) at `at`:
+    /// nothing may use it any more (its rows live on there).
+    Moved {
+        path: PathBuf,
+        to: String,
+        at: String,
+    },
 }
 
 impl fmt::Display for LedgerError {
@@ -90,6 +97,12 @@ impl fmt::Display for LedgerError {
             LedgerError::NotDurable(got) => write!(
                 f,
                 "the database session's commits would not be durable ({got}); refusing it"
+            ),
+            LedgerError::Moved { path, to, at } => write!(
+                f,
+                "ledger {} was moved to {to} by migrate at {at} UTC; use --db with that \
+                 ledger (this file is kept for the record only)",
+                path.display()
             ),
         }
     }

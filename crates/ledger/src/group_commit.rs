@@ -43,6 +43,7 @@ enum Op {
     PruneInquiries,
     PurgeHistoryChunk {
         days: u64,
+        tx_days: u64,
         limit: usize,
     },
     Evidence(Evidence),
@@ -89,9 +90,11 @@ impl Op {
             }
             Op::ClearInquiry { guid } => l.clear_inquiry(guid)?.then_some(1),
             Op::PruneInquiries => Some(l.prune_inquiries()? as i64),
-            Op::PurgeHistoryChunk { days, limit } => {
-                Some(l.purge_history_chunk(*days, *limit)? as i64)
-            }
+            Op::PurgeHistoryChunk {
+                days,
+                tx_days,
+                limit,
+            } => Some(l.purge_history_chunk(*days, *tx_days, *limit)? as i64),
             Op::TouchHealth => l.touch_health().map(|()| Some(0))?,
             Op::Evidence(e) => l.record_evidence(e).map(|()| Some(1))?,
         };
@@ -323,8 +326,12 @@ impl Store for GroupCommit {
     fn record_evidence(&self, e: &Evidence) -> Result<()> {
         self.writer.count(Op::Evidence(e.clone())).map(|_| ())
     }
-    fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
-        let n = self.writer.count(Op::PurgeHistoryChunk { days, limit })?;
+    fn purge_history_chunk(&self, days: u64, tx_days: u64, limit: usize) -> Result<usize> {
+        let n = self.writer.count(Op::PurgeHistoryChunk {
+            days,
+            tx_days,
+            limit,
+        })?;
         Ok(n.map_or(0, |n| usize::try_from(n).unwrap_or(0)))
     }
     fn oldest_age_secs(&self, state: State) -> Result<Option<f64>> {

@@ -1,13 +1,162 @@
 //! Moving an SQLite ledger into PostgreSQL: each row inserted with `ON CONFLICT (guid) DO
 //! NOTHING` and its own `updated_at`; a GUID already present is compared, never overwritten.
+//!
+//! The copy is of a ledger nothing else writes: `migrate` holds the SQLite ledger's write
+//! lock (`BEGIN IMMEDIATE`) from before it reads the first row until it has written the last
+//! one into PostgreSQL, and refuses a ledger whose lock it cannot get at once (a relay or a
+//! batch tool writing). When every row is there it seals the SQLite ledger in that same
+//! transaction: the table `ledger_moved` says where it went (the URL, password masked), and
+//! triggers refuse every later write of `tx` and `relay_health` (a relay still running gets
+//! `E905`, never a claim the PostgreSQL ledger does not know). Every tool refuses to open a
+//! sealed ledger (`refuse_if_moved`), naming where it went.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use log::warn;
+use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
 use crate::error::LedgerError;
 use crate::postgres::PgStore;
+use crate::sqlite::Ledger;
 use crate::state::Row;
 use crate::store::Store;
+
+/// How long `migrate` waits for the SQLite ledger's write lock: a writer's transactions are
+/// short, so a lock held longer than this means a program is writing the ledger.
+pub const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// The seal, written in the transaction that held the lock for the copy.
+const SEAL: &str = "\
+    CREATE TABLE IF NOT EXISTS ledger_moved (to_url_masked TEXT NOT NULL, at TEXT NOT NULL); \
+    CREATE TRIGGER IF NOT EXISTS ledger_moved_no_insert BEFORE INSERT ON tx BEGIN \
+        SELECT RAISE(ABORT, 'this ledger was moved by migrate (see table ledger_moved)'); END; \
+    CREATE TRIGGER IF NOT EXISTS ledger_moved_no_update BEFORE UPDATE ON tx BEGIN \
+        SELECT RAISE(ABORT, 'this ledger was moved by migrate (see table ledger_moved)'); END; \
+    CREATE TRIGGER IF NOT EXISTS ledger_moved_no_delete BEFORE DELETE ON tx BEGIN \
+        SELECT RAISE(ABORT, 'this ledger was moved by migrate (see table ledger_moved)'); END; \
+    CREATE TRIGGER IF NOT EXISTS ledger_moved_no_health BEFORE INSERT ON relay_health BEGIN \
+        SELECT RAISE(ABORT, 'this ledger was moved by migrate (see table ledger_moved)'); END; \
+    CREATE TRIGGER IF NOT EXISTS ledger_moved_no_health_update BEFORE UPDATE ON relay_health \
+    BEGIN SELECT RAISE(ABORT, 'this ledger was moved by migrate (see table ledger_moved)'); END;";
+const MARK: &str = "INSERT INTO ledger_moved (to_url_masked, at) VALUES (?1, datetime('now'))";
+const MOVED: &str = "SELECT to_url_masked, at FROM ledger_moved ORDER BY at DESC LIMIT 1";
+const HAS_MARK: &str =
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ledger_moved'";
+
+/// `Err(LedgerError::Moved)` if `migrate` moved the ledger behind `conn` elsewhere.
+pub(crate) fn refuse_if_moved(conn: &Connection, path: &Path) -> Result<(), LedgerError> {
+    let open_err = |source| LedgerError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let marked: i64 = conn
+        .query_row(HAS_MARK, [], |r| r.get(0))
+        .map_err(open_err)?;
+    if marked == 0 {
+        return Ok(());
+    }
+    let moved: Option<(String, String)> = conn
+        .query_row(MOVED, [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+        .map_err(open_err)?;
+    match moved {
+        None => Ok(()),
+        Some((to, at)) => Err(LedgerError::Moved {
+            path: path.to_path_buf(),
+            to,
+            at,
+        }),
+    }
+}
+
+/// Why `migrate` copied nothing.
+#[derive(Debug)]
+pub enum MigrateError {
+    /// Another program holds the SQLite ledger's write lock.
+    InUse {
+        path: PathBuf,
+        why: String,
+    },
+    Ledger(LedgerError),
+}
+
+impl fmt::Display for MigrateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MigrateError::InUse { path, why } => write!(
+                f,
+                "ledger {} is in use: its write lock could not be had within {} s ({why}); stop \
+                 the relay and the batch tools first; nothing copied",
+                path.display(),
+                LOCK_WAIT.as_secs()
+            ),
+            MigrateError::Ledger(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for MigrateError {}
+
+impl From<LedgerError> for MigrateError {
+    fn from(e: LedgerError) -> Self {
+        MigrateError::Ledger(e)
+    }
+}
+
+/// The SQLite ledger being moved, its write lock held (an open `BEGIN IMMEDIATE`) until it
+/// is sealed or dropped (which rolls back: nothing written to it).
+pub struct LockedSource {
+    ledger: Ledger,
+}
+
+impl LockedSource {
+    /// Opens the ledger at `path` (which must exist and not be moved yet) and takes its
+    /// write lock, waiting at most `LOCK_WAIT`.
+    pub fn lock(path: &Path) -> Result<LockedSource, MigrateError> {
+        let ledger = Ledger::open_existing(path)?;
+        let conn = ledger.connection();
+        conn.busy_timeout(LOCK_WAIT).map_err(LedgerError::Sql)?;
+        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            return Err(match e.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                    MigrateError::InUse {
+                        path: path.to_path_buf(),
+                        why: e.to_string(),
+                    }
+                }
+                _ => MigrateError::Ledger(LedgerError::Sql(e)),
+            });
+        }
+        Ok(LockedSource { ledger })
+    }
+
+    /// Every row, as the lock keeps them.
+    pub fn rows(&self) -> Result<Vec<Row>, LedgerError> {
+        self.ledger.all_rows()
+    }
+
+    /// Marks the ledger moved to `to` (a URL, its password masked), shuts its writes, and
+    /// commits: the lock ends here.
+    pub fn seal(self, to: &str) -> Result<(), LedgerError> {
+        let conn = self.ledger.connection();
+        conn.execute_batch(SEAL)?;
+        conn.execute(MARK, [to])?;
+        conn.execute_batch("COMMIT")?;
+        Ok(())
+    }
+}
+
+impl Drop for LockedSource {
+    fn drop(&mut self) {
+        // Not sealed (or the seal failed): let go of the lock, nothing written.
+        if !self.ledger.connection().is_autocommit() {
+            let _ = self.ledger.connection().execute_batch("ROLLBACK");
+        }
+    }
+}
 
 #[derive(Debug, Default, Serialize)]
 pub struct MigrateSummary {
@@ -22,9 +171,9 @@ pub struct MigrateSummary {
 }
 
 /// Copies every row of `source` into `target`.
-pub fn copy(source: &dyn Store, target: &PgStore) -> Result<MigrateSummary, LedgerError> {
+pub fn copy(source: &LockedSource, target: &PgStore) -> Result<MigrateSummary, LedgerError> {
     let mut sum = MigrateSummary::default();
-    for row in source.all_rows()? {
+    for row in source.rows()? {
         sum.read += 1;
         match copy_one(&row, target) {
             Ok(true) => sum.copied += 1,

@@ -45,11 +45,18 @@ const TRANSITION: &str = "\
     UPDATE tx SET state = ?3, rsp_code = ?4, response = ?5, updated_at = datetime('now') \
     WHERE guid = ?1 AND state = ?2 AND (?6 IS NULL OR attempts = ?6) \
     AND (?7 IS NULL OR updated_at <= datetime('now', ?7))";
-/// History has its own retention: old rows go in chunks, like purge's.
+/// History has its own retention: old rows go in chunks, like purge's, but only those of
+/// GUIDs no longer in doubt (the row gone, or DONE past purge's own retention `?3`); the
+/// guard is in the subselect and again on the rows deleted.
 const PURGE_HISTORY_CHUNK: &str = "\
     DELETE FROM tx_history WHERE id IN ( \
-        SELECT id FROM tx_history \
-        WHERE at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1) ORDER BY id LIMIT ?2)";
+        SELECT id FROM tx_history h \
+        WHERE at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1) \
+        AND NOT EXISTS (SELECT 1 FROM tx WHERE tx.guid = h.guid \
+            AND NOT (tx.state = 'DONE' AND tx.updated_at < datetime('now', ?3))) \
+        ORDER BY id LIMIT ?2) \
+    AND NOT EXISTS (SELECT 1 FROM tx WHERE tx.guid = tx_history.guid \
+        AND NOT (tx.state = 'DONE' AND tx.updated_at < datetime('now', ?3)))";
 /// Who is writing, for the history triggers (see schema.sql); present only during our own
 /// write transactions.
 /// A history row that records evidence, not a change: from- and to-state are the row's state
@@ -199,6 +206,7 @@ impl Ledger {
             path: path.to_path_buf(),
             source,
         })?;
+        crate::migrate::refuse_if_moved(&conn, path)?;
         Ok(Ledger {
             conn,
             who: "inspect".into(),
@@ -245,6 +253,8 @@ impl Ledger {
                 got: sync.to_string(),
             });
         }
+        // Before the schema is brought up to date: a moved ledger is not touched.
+        crate::migrate::refuse_if_moved(&conn, path)?;
         migrate(&conn).map_err(open_err)?;
         Ok(Ledger {
             conn,
@@ -588,7 +598,6 @@ impl Ledger {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Deletes at most `limit` history rows older than `days`.
     /// Adds `e` to its GUID's history, the `tx` row untouched (see `Evidence`).
     pub fn record_evidence(&self, e: &Evidence) -> Result<()> {
         self.conn
@@ -597,12 +606,18 @@ impl Ledger {
         Ok(())
     }
 
-    pub fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
+    /// Deletes at most `limit` history rows older than `days` of GUIDs whose row is gone or
+    /// DONE past `tx_days`.
+    pub fn purge_history_chunk(&self, days: u64, tx_days: u64, limit: usize) -> Result<usize> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         Ok(self
             .conn
             .prepare_cached(PURGE_HISTORY_CHUNK)?
-            .execute(params![format!("-{days} days"), limit])?)
+            .execute(params![
+                format!("-{days} days"),
+                limit,
+                format!("-{tx_days} days")
+            ])?)
     }
 
     /// Row counts by state, for summaries and checks.
@@ -781,8 +796,8 @@ impl Store for Mutex<Ledger> {
     fn record_evidence(&self, e: &Evidence) -> Result<()> {
         lock(self).record_evidence(e)
     }
-    fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize> {
-        lock(self).purge_history_chunk(days, limit)
+    fn purge_history_chunk(&self, days: u64, tx_days: u64, limit: usize) -> Result<usize> {
+        lock(self).purge_history_chunk(days, tx_days, limit)
     }
     fn oldest_age_secs(&self, state: State) -> Result<Option<f64>> {
         lock(self).oldest_age_secs(state)

@@ -130,8 +130,11 @@ pub trait Store: Send + Sync {
     /// Adds `evidence` to its GUID's history (one row, the `tx` row untouched), named after
     /// this store's tool.
     fn record_evidence(&self, evidence: &Evidence) -> Result<()>;
-    /// Deletes at most `limit` history rows older than `days` (its own retention).
-    fn purge_history_chunk(&self, days: u64, limit: usize) -> Result<usize>;
+    /// Deletes at most `limit` history rows older than `days` (its own retention), only of
+    /// GUIDs no longer in doubt: whose row is gone (purged) or DONE and older than `tx_days`
+    /// (purge's retention of rows). A row in doubt (UNKNOWN, SENT, FAILED, RECEIVED) and a
+    /// DONE row still kept keep all their history, whatever its age.
+    fn purge_history_chunk(&self, days: u64, tx_days: u64, limit: usize) -> Result<usize>;
     /// Seconds since the oldest row in `state` last changed (`None`: no such row); for the
     /// relay's metrics.
     fn oldest_age_secs(&self, state: State) -> Result<Option<f64>>;

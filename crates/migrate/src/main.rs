@@ -1,19 +1,25 @@
 //! `migrate`: copies an SQLite ledger into a PostgreSQL one, every row byte for byte with its
 //! `updated_at`, never overwriting: a GUID already there with the same content is counted,
-//! one with other content is reported and left. Running it again is harmless.
+//! one with other content is reported and left (exit 3; the SQLite ledger stays as it was,
+//! and a later run copies what is missing). The SQLite ledger's write lock is held for the
+//! whole copy (a ledger in use is refused, exit 1); a copy with nothing refused seals the
+//! SQLite ledger, after which every tool refuses it, naming where it went.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use cli::print_report;
+use ledger::Db;
+use ledger::migrate::LockedSource;
 use ledger::postgres::{PgStore, Settings};
-use ledger::{Access, Db};
 
-/// Copies every row of an SQLite ledger into a PostgreSQL ledger (stop the relays first).
+/// Copies every row of an SQLite ledger into a PostgreSQL ledger, holding the SQLite
+/// ledger's write lock (stop the relays and the batch tools first); then marks the SQLite
+/// ledger moved, so that no tool uses it again.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The SQLite ledger to copy (opened read-only).
+    /// The SQLite ledger to copy (locked for the copy, then marked moved).
     #[arg(long, env = "MIGRATE_FROM")]
     from: String,
     /// The PostgreSQL ledger to copy into (postgres://…; its schema is applied).
@@ -31,14 +37,14 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> anyhow::Result<u8> {
     let from = cli::db_arg::<Args>(&args.from);
-    let Db::Sqlite(_) = from else {
+    let Db::Sqlite(path) = &from else {
         anyhow::bail!("--from must be an SQLite ledger (a file path), not {from}");
     };
     let to = cli::db_arg::<Args>(&args.to);
     let Db::Postgres(url) = &to else {
         anyhow::bail!("--to must be a PostgreSQL ledger (postgres://…), not {to}");
     };
-    let source = from.open(Access::ReadOnly, "migrate")?;
+    let source = LockedSource::lock(path)?;
     let target = PgStore::open(
         (**url).clone(),
         Settings {
@@ -49,6 +55,13 @@ fn run(args: Args) -> anyhow::Result<u8> {
             who: "migrate".into(),
         },
     )?;
-    let summary = ledger::migrate::copy(source.as_ref(), &target)?;
+    let summary = ledger::migrate::copy(&source, &target)?;
+    // Every row is in PostgreSQL: only now is the SQLite ledger marked moved (its Display
+    // masks the password). Otherwise the lock is let go, nothing written to it.
+    if summary.refused == 0 {
+        source.seal(&to.to_string())?;
+    } else {
+        drop(source);
+    }
     Ok(print_report("migrate", &summary, args.json))
 }

@@ -42,6 +42,14 @@ fn settle(db: &TempLedger, guid: &str, args: &[&str], reason: &str, operator: &s
     )
 }
 
+/// A transfer the scene's core booked and the ledger holds as DONE/0000, a day old: what
+/// the canary of `settle --not-booked` asks about.
+fn booked_canary(s: &Scene, guid: &str) {
+    let m = msg(guid, 1, "");
+    s.core().book(&m);
+    s.put(RowSpec::of(&m, State::Done).code("0000").age(DAY));
+}
+
 fn history(db: &TempLedger, guid: &str) -> Vec<HistoryRow> {
     db.store().history(guid).expect("read the history")
 }
@@ -244,6 +252,7 @@ fn not_booked_while_the_core_answers_404_then_reprocess_books_it_once() {
         .relay(&[])
         .row(RowSpec::unknown(&m).age(OLD))
         .build();
+    booked_canary(&s, "G-ST-NOT-CANARY");
     assert_eq!(s.core().inquiry("G-ST-NOT"), None, "never booked");
     let core = s.core().url();
 
@@ -295,6 +304,7 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
         ])
         .build();
     s.core().book(&m);
+    booked_canary(&s, "G-ST-YES-CANARY");
     let core = s.core().url();
     let before = rows_by_guid(&s.db);
 
@@ -326,7 +336,11 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
         "r",
         "dave",
     );
-    assert_refused(&r, "G-ST-DOWN", "did not answer 404");
+    assert_refused(
+        &r,
+        "G-ST-DOWN",
+        "canary inquiry about booked GUID G-ST-YES-CANARY failed",
+    );
     // A dry run refuses alike.
     let r = settle(
         &s.db,
@@ -351,8 +365,8 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
     let reason = j["reason"].as_str().unwrap();
     assert!(
         reason.starts_with(
-            "core ops say it never arrived; inquiry service down; forced without a 404 (the \
-             core's inquiry did not answer 404 ("
+            "core ops say it never arrived; inquiry service down; forced without a 404 \
+             (canary inquiry about booked GUID G-ST-YES-CANARY failed ("
         ),
         "{reason}"
     );
@@ -375,6 +389,143 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
         reason.starts_with(
             "the operator knows better; forced without a 404 (the core's inquiry answers 200"
         ),
+        "{reason}"
+    );
+}
+
+#[test]
+fn not_booked_believes_a_404_only_from_the_core_that_knows_our_bookings() {
+    skip_if_unavailable!();
+    // G-CN-LOST: booked at core A, its reply lost (UNKNOWN); G-CN-NEVER: never booked.
+    let lost = msg("G-CN-LOST", 90, "");
+    let never = msg("G-CN-NEVER", 91, "");
+    let s = Scene::new()
+        .core(&[])
+        .rows([
+            RowSpec::unknown(&lost).age(OLD),
+            RowSpec::unknown(&never).age(OLD),
+        ])
+        .build();
+    booked_canary(&s, "G-CN-CANARY");
+    s.core().book(&lost);
+    let a = s.core().url();
+    // Core B: another environment's, which knows none of our bookings.
+    let b = Core::start(&[]);
+    let before = rows_by_guid(&s.db);
+    let history_before = history(&s.db, "G-CN-LOST");
+
+    // At B, G-CN-LOST's inquiry would answer 404: refused, by dry run and for real.
+    for extra in [&["--dry-run"][..], &[]] {
+        let r = settle(
+            &s.db,
+            "G-CN-LOST",
+            &[&["--not-booked", "--core", &b.url()][..], extra].concat(),
+            "core ops: never arrived",
+            "hana",
+        );
+        assert_refused(
+            &r,
+            "G-CN-LOST",
+            "canary inquiry: GUID G-CN-CANARY is booked (DONE/0000 in the ledger) but the \
+             inquiry answered 404 (never booked); --core does not look like the core that \
+             booked it (path, environment?): its inquiry's 404 proves nothing; --force",
+        );
+    }
+    assert_eq!(b.inquiries(), 2, "only the canary was asked, once per run");
+    assert_eq!(rows_by_guid(&s.db), before, "nothing written");
+    assert_eq!(s.db.state("G-CN-LOST"), Some(State::Unknown));
+    assert_eq!(history(&s.db, "G-CN-LOST"), history_before);
+    // So reprocess has nothing to book a second time.
+    s.reprocess(&["--max-attempts", "3"])
+        .expect_code(EXIT_SETTLED);
+    assert_eq!(s.core().bookings("G-CN-LOST"), 1);
+
+    // At A, which booked the canary: a real 404 settles G-CN-NEVER, and G-CN-LOST's 200
+    // is refused with its booking.
+    let r = settle(
+        &s.db,
+        "G-CN-NEVER",
+        &["--not-booked", "--core", &a],
+        "core ops: never arrived",
+        "hana",
+    );
+    r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stdout().contains("\ninquiry: 404 (never booked)\n"),
+        "{}",
+        r.stdout()
+    );
+    assert_failed_e902(&s.db, &never, 1);
+    let r = settle(
+        &s.db,
+        "G-CN-LOST",
+        &["--not-booked", "--core", &a],
+        "r",
+        "hana",
+    );
+    assert_refused(&r, "G-CN-LOST", "the core's inquiry answers 200");
+    assert_eq!(s.db.state("G-CN-LOST"), Some(State::Unknown));
+
+    // --force does not skip the canary: it settles on the operator's word, and the reason
+    // says what the canary found.
+    let r = settle(
+        &s.db,
+        "G-CN-LOST",
+        &["--not-booked", "--core", &b.url(), "--force", "--json"],
+        "core ops' letter 12",
+        "hana",
+    );
+    r.expect_code(EXIT_SETTLED);
+    let reason = r.json()["reason"].as_str().unwrap().to_string();
+    assert!(
+        reason.starts_with(
+            "core ops' letter 12; forced without a 404 (canary inquiry: GUID G-CN-CANARY is \
+             booked"
+        ),
+        "{reason}"
+    );
+    assert_eq!(s.db.state("G-CN-LOST"), Some(State::Failed));
+}
+
+#[test]
+fn not_booked_without_a_booking_in_the_ledger_is_refused_unless_forced() {
+    skip_if_unavailable!();
+    let m = msg("G-NC-A", 95, "");
+    let s = Scene::new()
+        .core(&[])
+        .row(RowSpec::unknown(&m).age(OLD))
+        .build();
+    let core = s.core().url();
+    let before = rows_by_guid(&s.db);
+    for extra in [&["--dry-run"][..], &[]] {
+        let r = settle(
+            &s.db,
+            "G-NC-A",
+            &[&["--not-booked", "--core", &core][..], extra].concat(),
+            "r",
+            "ivan",
+        );
+        assert_refused(
+            &r,
+            "G-NC-A",
+            "no canary: the ledger holds no booked transfer (DONE/0000) to check --core with",
+        );
+    }
+    assert_eq!(s.core().inquiries(), 0, "nothing to ask about");
+    assert_eq!(rows_by_guid(&s.db), before, "nothing written");
+
+    let r = settle(
+        &s.db,
+        "G-NC-A",
+        &["--not-booked", "--core", &core, "--force"],
+        "core ops' letter 13",
+        "ivan",
+    );
+    r.expect_code(EXIT_SETTLED);
+    assert_failed_e902(&s.db, &m, 1);
+    let reason = history(&s.db, "G-NC-A").pop().unwrap().reason.unwrap();
+    assert!(
+        reason.starts_with("core ops' letter 13; forced without a 404 (no canary: "),
         "{reason}"
     );
 }
@@ -408,6 +559,10 @@ fn only_unknown_or_sent_past_the_floor_is_settled() {
             RowSpec::unknown(&fresh),
         ])
         .build();
+    // The ledger's bookings (G-SO-STALE's comes below), which the canary of --not-booked
+    // asks about.
+    s.core().book(&done);
+    s.core().book(&stale);
     let core = s.core().url();
     let before = rows_by_guid(&s.db);
     let booked = [
@@ -529,6 +684,7 @@ fn dry_run_shows_the_change_and_writes_nothing() {
         .core(&[])
         .rows([RowSpec::unknown(&a).age(OLD), RowSpec::sent(&b).age(OLD)])
         .build();
+    booked_canary(&s, "G-DR-CANARY");
     let core = s.core().url();
     let before = rows_by_guid(&s.db);
     let history_before = (history(&s.db, "G-DR-A"), history(&s.db, "G-DR-B"));

@@ -2,15 +2,16 @@
 //! `reprocess` resends only what the ledger proves was never sent, `purge` forgets finished
 //! rows. Each row is handled on its own: one odd row is reported and skipped, never fatal.
 
+mod canary;
 mod purge;
 mod reprocess;
 mod resolve;
 
+pub use canary::{Canary, CanaryFailure, canary};
 pub use purge::{PurgeSummary, purge};
 pub use reprocess::{ReprocessSummary, reprocess};
 pub use resolve::{
-    NeedsOperator, ResolveError, ResolveSettings, ResolveSummary, canary, resolve,
-    resolve_candidates,
+    NeedsOperator, ResolveError, ResolveSettings, ResolveSummary, resolve, resolve_candidates,
 };
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -14,13 +14,16 @@ pub struct PurgeSummary {
     pub chunks: usize,
     /// `--history-days`, if given.
     pub history_days: Option<u64>,
-    /// History rows deleted (older than `history_days`).
+    /// History rows deleted (older than `history_days`, of GUIDs whose row is gone or DONE
+    /// past `days`).
     pub history_deleted: usize,
 }
 
 /// Deletes DONE rows older than `days` in chunks of `PURGE_CHUNK`, each its own short
 /// transaction, so that the relay's claims and results never wait behind one long DELETE.
-/// With `history_days`, then deletes history rows older than that, in chunks too.
+/// With `history_days`, then deletes history rows older than that, in chunks too, but only
+/// of GUIDs no longer in doubt: whose row is gone, or DONE and older than `days` (an UNKNOWN,
+/// SENT or FAILED row, never purged, keeps its claim and its E901 for the investigator).
 pub fn purge(
     ledger: &dyn Store,
     days: u64,
@@ -33,7 +36,7 @@ pub fn purge(
     };
     (sum.deleted, sum.chunks) = in_chunks(|| ledger.purge_chunk(days, PURGE_CHUNK))?;
     if let Some(h) = history_days {
-        (sum.history_deleted, _) = in_chunks(|| ledger.purge_history_chunk(h, PURGE_CHUNK))?;
+        (sum.history_deleted, _) = in_chunks(|| ledger.purge_history_chunk(h, days, PURGE_CHUNK))?;
     }
     Ok(sum)
 }

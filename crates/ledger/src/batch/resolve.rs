@@ -6,6 +6,7 @@ use std::fmt;
 use log::{info, warn};
 use serde::Serialize;
 
+use super::canary::{Canary, CanaryFailure, canary};
 use super::{DEFAULT_PARALLEL, in_parallel, stored_transfer};
 use crate::core_client::{CoreClient, Inquiry};
 use crate::error::LedgerError;
@@ -127,18 +128,11 @@ impl fmt::Display for ResolveError {
             ResolveError::Canary {
                 guid,
                 why,
-                not_found: true,
-            } => write!(
-                f,
-                "canary inquiry: GUID {guid} is booked (DONE/0000 in the ledger) but {why}; \
-                 --core does not look like the core that booked it (path, environment?): no \
-                 row changed"
-            ),
-            ResolveError::Canary { guid, why, .. } => write!(
-                f,
-                "canary inquiry about booked GUID {guid} failed ({why}): the core cannot be \
-                 trusted to answer inquiries right now; no row changed"
-            ),
+                not_found,
+            } => {
+                CanaryFailure::describe(f, guid, why, *not_found)?;
+                f.write_str("; no row changed")
+            }
         }
     }
 }
@@ -149,35 +143,6 @@ impl From<LedgerError> for ResolveError {
     fn from(e: LedgerError) -> Self {
         ResolveError::Ledger(e)
     }
-}
-
-/// How many of the newest bookings the canary looks through for one whose GUID it may put in
-/// a URL and whose stored request says what the core's booking must be (a hand-made row may
-/// hold anything).
-const CANARY_CANDIDATES: usize = 20;
-
-/// Before any row is settled: the most recent GUID the ledger holds as booked (DONE/0000)
-/// must be known to the core (inquiry answers 200). `Ok(None)`: the ledger has no booking
-/// yet, so there is nothing to check against (the caller warns).
-pub fn canary(ledger: &dyn Store, core: &CoreClient) -> Result<Option<String>, ResolveError> {
-    let Some((row, t)) = ledger
-        .recent_bookings(CANARY_CANDIDATES)?
-        .into_iter()
-        .filter(|r| wire::valid_guid(r.guid.as_bytes()))
-        .find_map(|r| stored_transfer(&r).ok().map(|(t, _)| t).map(|t| (r, t)))
-    else {
-        return Ok(None);
-    };
-    let (why, not_found) = match core.inquire(&t) {
-        Inquiry::Booked(_) => return Ok(Some(row.guid)),
-        Inquiry::NotFound => ("the inquiry answered 404 (never booked)".to_string(), true),
-        Inquiry::Error(why) => (why, false),
-    };
-    Err(ResolveError::Canary {
-        guid: row.guid,
-        why,
-        not_found,
-    })
 }
 
 /// Settles UNKNOWN (and, with `stale_sent`, orphaned SENT) rows by inquiry. Never POSTs.
@@ -194,8 +159,22 @@ pub fn resolve(
     core: &CoreClient,
     settings: &ResolveSettings,
 ) -> Result<ResolveSummary, ResolveError> {
-    if canary(ledger, core)?.is_none() {
-        warn!("no booked transfer (DONE/0000) in the ledger to check the core's inquiry with");
+    match canary(ledger, core)? {
+        Canary::Passed { .. } => {}
+        Canary::NoBooking => {
+            warn!("no booked transfer (DONE/0000) in the ledger to check the core's inquiry with")
+        }
+        Canary::Failed(CanaryFailure {
+            guid,
+            why,
+            not_found,
+        }) => {
+            return Err(ResolveError::Canary {
+                guid,
+                why,
+                not_found,
+            });
+        }
     }
     match ledger.prune_inquiries() {
         Ok(0) => {}

@@ -113,10 +113,15 @@ const RECORD_EVIDENCE: &str = "\
     INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason) \
     VALUES ($1, (SELECT state FROM tx WHERE guid = $1), (SELECT state FROM tx WHERE guid = $1), \
             $2, $3, $4, $5)";
+/// Old history, only of GUIDs no longer in doubt (as SQLite's).
 const PURGE_HISTORY_CHUNK: &str = "\
     DELETE FROM tx_history WHERE id IN ( \
-        SELECT id FROM tx_history WHERE at < now() - make_interval(days => $1) \
-        ORDER BY id LIMIT $2)";
+        SELECT id FROM tx_history h WHERE at < now() - make_interval(days => $1) \
+        AND NOT EXISTS (SELECT 1 FROM tx WHERE tx.guid = h.guid \
+            AND NOT (tx.state = 'DONE' AND tx.updated_at < now() - make_interval(days => $3))) \
+        ORDER BY id LIMIT $2) \
+    AND NOT EXISTS (SELECT 1 FROM tx WHERE tx.guid = tx_history.guid \
+        AND NOT (tx.state = 'DONE' AND tx.updated_at < now() - make_interval(days => $3)))";
 /// `/healthz`'s probe of the claim path (see the SQLite twin): always rolled back.
 const HEALTH_PROBE: &str = "\
     INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at) \
@@ -642,8 +647,12 @@ impl Store for PgStore {
         })
     }
 
-    fn purge_history_chunk(&self, days: u64, lim: usize) -> Result<usize> {
-        let p = params![int(days), i64::try_from(lim).unwrap_or(i64::MAX)];
+    fn purge_history_chunk(&self, days: u64, tx_days: u64, lim: usize) -> Result<usize> {
+        let p = params![
+            int(days),
+            i64::try_from(lim).unwrap_or(i64::MAX),
+            int(tx_days)
+        ];
         let n = self.execute("purging history", PURGE_HISTORY_CHUNK, p)?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }

@@ -251,8 +251,12 @@ pub fn a_purged_row_keeps_its_history_and_history_has_its_own_retention(b: &Back
     assert_eq!(h[1].reason.as_deref(), Some("retention 30 days"));
     // History goes only by its own retention.
     b.old_history("H-OLD", 400);
-    assert_eq!(s.purge_history_chunk(365, 10).unwrap(), 1);
+    // … and only of GUIDs no longer in doubt: an old UNKNOWN row keeps all of it.
+    b.put(&[hand("H-DOUBT", "UNKNOWN", Some("E901"), 1, 400 * 86_400)]);
+    b.old_history("H-DOUBT", 400);
+    assert_eq!(s.purge_history_chunk(365, 30, 10).unwrap(), 1);
     assert!(s.history("H-OLD").unwrap().is_empty());
+    assert_eq!(s.history("H-DOUBT").unwrap().len(), 2, "in doubt: kept");
     assert_eq!(s.history("H3").unwrap().len(), 2, "young history stays");
 }
 
