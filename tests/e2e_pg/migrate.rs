@@ -6,7 +6,7 @@
 //! refuses it, naming where it went; and a relay on the PostgreSQL ledger then replays what
 //! the SQLite relay booked.
 
-use ledger::wire::{E_GUID_REUSED, E_LEDGER, E_UNKNOWN};
+use wire::{E_GUID_REUSED, E_LEDGER, E_UNKNOWN};
 
 use crate::util::*;
 

@@ -8,7 +8,7 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ledger::wire::{E_GUID_REUSED, E_IN_FLIGHT, E_NOT_SENT, E_UNKNOWN};
+use wire::{E_GUID_REUSED, E_IN_FLIGHT, E_NOT_SENT, E_UNKNOWN};
 
 use crate::util::*;
 

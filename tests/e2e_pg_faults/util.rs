@@ -10,9 +10,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ledger::wire::{self, Transfer};
 use testkit::pg::{Server, Setup};
 use testkit::{Chan, CoreHttp, bin, spawn_listening};
+use wire::{self, Transfer};
 
 /// The longest a request may take while the database fails: the relay's client-side
 /// deadline for one ledger operation (5 s) plus what the test's own timing adds.

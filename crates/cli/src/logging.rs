@@ -181,10 +181,10 @@ mod tests {
             ("ok", Value::from(true)),
         ];
         kvs.visit(&mut fields).unwrap();
-        let line = json_line(Level::Info, "ledger::server", "", &fields.0);
+        let line = json_line(Level::Info, "engine::server", "", &fields.0);
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["level"], "INFO");
-        assert_eq!(v["target"], "ledger::server");
+        assert_eq!(v["target"], "engine::server");
         assert_eq!(v["message"], "");
         assert_eq!(v["guid"], "G-1");
         assert_eq!(v["ms"], 12);

@@ -1,6 +1,6 @@
 //! A run's summary as the tools print it: one line, or one JSON object with `--json`.
 
-use ledger::batch::{PurgeSummary, ReprocessSummary, ResolveSummary};
+use engine::batch::{PurgeSummary, ReprocessSummary, ResolveSummary};
 use ledger::migrate::MigrateSummary;
 use ledger::{Row, State};
 use serde::Serialize;

@@ -20,15 +20,15 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use cli::{EXIT_FATAL, EXIT_SETTLED};
-use ledger::core_client::{CoreClient, Inquiry};
-use ledger::core_tls::TlsFiles;
-use ledger::transfer::STALE_SENT_FLOOR;
-use ledger::wire::{self, BOOKING_BODY_LEN, Transfer};
+use core_client::tls::TlsFiles;
+use core_client::{CoreClient, Inquiry};
+use engine::transfer::STALE_SENT_FLOOR;
 use ledger::{Access, Change, Db, State, Store};
 use serde::Serialize;
 use serde_json::json;
+use wire::{self, BOOKING_BODY_LEN, Transfer};
 
-use ledger::batch::{self, Canary, stored_transfer};
+use engine::batch::{self, Canary, stored_transfer};
 
 use crate::view::{ReplyView, rfc3339_of_reply_time};
 use crate::{CoreArgs, SettleArgs, usage_error};

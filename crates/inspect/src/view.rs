@@ -3,13 +3,13 @@
 //! it.
 
 use cli::{EXIT_FATAL, EXIT_SETTLED, Listed};
-use ledger::batch::{NeedsOperator, stored_transfer};
+use engine::batch::{NeedsOperator, stored_transfer};
 use ledger::state::HistoryRow;
 use ledger::store::InquiryRecord;
-use ledger::wire::{self, Transfer};
 use ledger::{Access, Db, Row, State, Store};
 use serde::Serialize;
 use serde_json::json;
+use wire::{self, Transfer};
 
 use crate::duration::human;
 

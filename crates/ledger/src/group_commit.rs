@@ -7,7 +7,6 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{LedgerError, Result};
-use crate::metrics::metrics;
 use crate::sqlite::{BUSY_TIMEOUT, Ledger, health_read_back};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{Durability, InquiryRecord, Store};
@@ -164,7 +163,7 @@ fn write_loop(ledger: &Ledger, rx: &Receiver<(Op, Reply)>) {
         let ops: Vec<&Op> = batch.iter().map(|(op, _)| op).collect();
         let started = Instant::now();
         let results = run_batch(ledger, &ops);
-        metrics().commit(ops.len(), started.elapsed());
+        crate::observe::commit(ops.len(), started.elapsed());
         for ((_, reply), result) in batch.into_iter().zip(results) {
             let _ = reply.send(result);
         }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::wire::Code;
+use wire::Code;
 
 /// The life of a GUID in the ledger. `RECEIVED` is never written by our tools but is part of
 /// the contract's schema (another tool may insert it), and is treated like `SENT`: in flight.

@@ -6,8 +6,8 @@ use anyhow::Context;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use cli::{DryRun, print_report};
+use engine::batch;
 use ledger::Access;
-use ledger::batch;
 
 /// Deletes DONE rows last changed more than --days days ago.
 #[derive(Parser, Debug)]

@@ -7,10 +7,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use cli::{DryRun, print_report};
+use core_client::CoreClient;
+use core_client::tls::TlsFiles;
+use engine::batch::{self, DEFAULT_PARALLEL, MAX_PARALLEL};
 use ledger::Access;
-use ledger::batch::{self, DEFAULT_PARALLEL, MAX_PARALLEL};
-use ledger::core_client::CoreClient;
-use ledger::core_tls::TlsFiles;
 
 /// Resends FAILED rows with rsp_code E902 and fewer than --max-attempts attempts.
 #[derive(Parser, Debug)]

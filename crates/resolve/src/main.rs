@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use clap::Parser;
 use cli::{DryRun, EXIT_FATAL, EXIT_LEFT, print_report};
+use core_client::CoreClient;
+use core_client::tls::TlsFiles;
+use engine::batch::{self, DEFAULT_PARALLEL, MAX_PARALLEL, ResolveError, ResolveSettings};
+use engine::transfer::STALE_SENT_FLOOR;
 use ledger::Access;
-use ledger::batch::{self, DEFAULT_PARALLEL, MAX_PARALLEL, ResolveError, ResolveSettings};
-use ledger::core_client::CoreClient;
-use ledger::core_tls::TlsFiles;
 use ledger::store::DEFAULT_MAX_INQUIRIES;
-use ledger::transfer::STALE_SENT_FLOOR;
 use log::Level;
 
 /// Below this, a core still working on a request may answer 404 and be taken at its word.

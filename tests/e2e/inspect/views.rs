@@ -358,7 +358,7 @@ fn show_decodes_the_request_and_the_reply_and_gives_the_history() {
 
 /// The booked_at field (`YYYYMMDDhhmmss`) of a `0000` reply.
 fn wire_booked_at(reply: &[u8]) -> String {
-    ledger::wire::parse_reply(reply)
+    wire::parse_reply(reply)
         .expect("a reply")
         .booking
         .expect("a booking")

@@ -8,9 +8,9 @@ use std::net::TcpStream;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use ledger::admin::{HEAD_DEADLINE, MAX_CONNECTIONS};
+use engine::admin::{HEAD_DEADLINE, MAX_CONNECTIONS};
 use ledger::store::HEALTH_PROBE_GUID;
-use ledger::wire::E_LEDGER;
+use wire::E_LEDGER;
 
 use super::metrics::relay_with_admin;
 use crate::util::*;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use ledger::wire::{self, E_MALFORMED, E_UNKNOWN};
+use wire::{self, E_MALFORMED, E_UNKNOWN};
 
 use crate::util::*;
 

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use ledger::wire::E_UNKNOWN;
+use wire::E_UNKNOWN;
 
 use crate::util::*;
 
@@ -217,7 +217,7 @@ fn attempt_1s_late_booking_while_attempt_2_holds_the_row_changes_nothing_and_is_
         (Some("0000"), Some(2))
     );
     let first = core.inquiry(g).expect("booked");
-    let ours = ledger::wire::parse_reply(row.response.as_deref().unwrap())
+    let ours = wire::parse_reply(row.response.as_deref().unwrap())
         .unwrap()
         .booking
         .unwrap();

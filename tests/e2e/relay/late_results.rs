@@ -4,7 +4,7 @@
 
 use std::thread::JoinHandle;
 
-use ledger::wire::E_UNKNOWN;
+use wire::E_UNKNOWN;
 
 use crate::util::*;
 

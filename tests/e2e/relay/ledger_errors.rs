@@ -4,7 +4,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ledger::wire::{E_LEDGER, E_UNKNOWN};
+use wire::{E_LEDGER, E_UNKNOWN};
 
 use crate::util::*;
 

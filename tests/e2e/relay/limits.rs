@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use ledger::wire::E_NOT_SENT;
+use wire::E_NOT_SENT;
 
 use crate::util::*;
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ledger::wire::{self, E_GUID_REUSED, E_NOT_SENT, E_UNKNOWN};
+use wire::{self, E_GUID_REUSED, E_NOT_SENT, E_UNKNOWN};
 
 use crate::util::*;
 

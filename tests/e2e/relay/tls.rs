@@ -6,10 +6,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use ledger::core_tls::TlsFiles;
-use ledger::wire::{E_NOT_SENT, E_UNKNOWN};
+use core_client::tls::TlsFiles;
 use testkit::bin;
 use testkit::pki::{Pair, Pki};
+use wire::{E_NOT_SENT, E_UNKNOWN};
 
 use crate::util::*;
 

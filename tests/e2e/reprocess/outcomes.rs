@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ledger::wire::E_UNKNOWN;
+use wire::E_UNKNOWN;
 
 use crate::util::*;
 

@@ -4,7 +4,7 @@
 use std::sync::Barrier;
 use std::thread;
 
-use ledger::wire::{E_IN_FLIGHT, E_NOT_SENT};
+use wire::{E_IN_FLIGHT, E_NOT_SENT};
 
 use crate::util::*;
 

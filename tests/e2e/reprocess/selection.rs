@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ledger::wire::E_NOT_SENT;
+use wire::E_NOT_SENT;
 
 use crate::util::*;
 

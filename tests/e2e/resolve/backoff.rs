@@ -4,8 +4,8 @@
 //! again by resolve, listed in its summary, its `--json` and by `inspect`, exit 3. An
 //! answered inquiry clears the record. Checked by the core's inquiry count (`/_stats`).
 
-use ledger::wire::E_UNKNOWN;
 use serde_json::json;
+use wire::E_UNKNOWN;
 
 use crate::util::*;
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use ledger::wire::E_NOT_SENT;
+use wire::E_NOT_SENT;
 
 use crate::util::*;
 

@@ -2,7 +2,7 @@
 //! only when asked on the command line, never under the 60-second floor, and never twice
 //! when the relay's own result lands at the same moment.
 
-use ledger::wire::{E_NOT_SENT, E_UNKNOWN};
+use wire::{E_NOT_SENT, E_UNKNOWN};
 
 use crate::util::*;
 

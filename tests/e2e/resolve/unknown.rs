@@ -1,7 +1,7 @@
 //! UNKNOWN rows: settled by inquiry, left alone when the core cannot answer, listed by a
 //! dry run, skipped when their stored request is unusable.
 
-use ledger::wire::E_UNKNOWN;
+use wire::E_UNKNOWN;
 
 use crate::util::*;
 

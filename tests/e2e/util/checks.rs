@@ -2,9 +2,9 @@
 //! a tool's `--json` summary.
 
 use ledger::State;
-use ledger::wire::{self, E_NOT_SENT, OK};
 use serde_json::Value;
 use testkit::TempLedger;
+use wire::{self, E_NOT_SENT, OK};
 
 use super::coresim::Core;
 use super::messages::{booked_reply, guid_of, short};

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ledger::core_tls::TlsFiles;
+use core_client::tls::TlsFiles;
 use serde_json::Value;
 use testkit::CoreHttp;
 use testkit::pki::Pair;
@@ -114,7 +114,7 @@ impl Core {
     /// about it answers 200 with a booking resolve cannot use (an inquiry error, for as long
     /// as the core keeps answering so; the README's "left to an operator" case).
     pub fn book_unrepresentable(&self, guid: &str) -> Value {
-        let t = ledger::wire::Transfer {
+        let t = wire::Transfer {
             guid: guid.into(),
             from_account: "00000000000001".into(),
             to_account: "00000000000002".into(),
@@ -129,7 +129,7 @@ impl Core {
     /// Books the transfer in request message `m` directly, as if an earlier send had reached
     /// the core. Returns the booking JSON.
     pub fn book(&self, m: &[u8]) -> Value {
-        let t = ledger::wire::parse_request(m).expect("a valid request");
+        let t = wire::parse_request(m).expect("a valid request");
         self.http
             .book(&t)
             .unwrap_or_else(|e| panic!("booking {}: {e:#}", guid_of(m)))

@@ -5,9 +5,9 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::thread;
 use std::time::Duration;
 
-use ledger::wire::{self, Code, Transfer};
 use serde_json::Value;
 use testkit::Chan;
+use wire::{self, Code, Transfer};
 
 /// How long a test's channel waits for a reply.
 const REPLY_WAIT: Duration = Duration::from_secs(30);

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use ledger::wire::{self, Transfer};
 use testkit::Chan;
+use wire::{self, Transfer};
 
 /// Sends one transfer request to the relay and prints the decoded reply.
 #[derive(Parser, Debug)]

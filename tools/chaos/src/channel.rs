@@ -10,7 +10,6 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ledger::wire;
 use testkit::Chan;
 use testkit::channel::is_timeout;
 

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::thread;
 
-use ledger::wire;
 use ledger::{Row, State};
 use serde_json::Value;
 use testkit::CoreHttp;

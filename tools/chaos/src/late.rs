@@ -1,4 +1,4 @@
-//! Late replies as the relays log them (`ledger::late`): after its read timeout a relay
+//! Late replies as the relays log them (`engine::late`): after its read timeout a relay
 //! answers E901 and records UNKNOWN, but goes on listening for the core's answer; a booking
 //! or a rejection then settles the row UNKNOWN → DONE. Each waiter ends in one log line,
 //! which is what is counted here, in every relay's log, across all its restarts (a relay
@@ -151,16 +151,16 @@ mod tests {
     const LOG: &str = "\
 === chaos: starting relay on 127.0.0.1:0 at t=0.002s
 [2026-12-02T21:11:52Z INFO  relay] listening on 127.0.0.1:42463
-[2026-12-02T21:11:52Z INFO  ledger::late] guid=c017-000000p late reply 0000: settled DONE (attempt 1)
-[2026-12-02T21:11:52Z INFO  ledger::server] guid=c017-000000p code=E901 state=UNKNOWN ms=301
-[2026-12-02T21:11:53Z INFO  ledger::late] guid=c021-000001c_.k late reply B001: settled DONE (attempt 2)
-[2026-12-02T21:11:53Z INFO  ledger::late] guid=c004-0000 late reply 0000 came after the row moved on; left to it
-[2026-12-02T21:11:53Z INFO  ledger::late] guid=c004-0001 late reply settles nothing: core answered HTTP 500
-[2026-12-02T21:11:53Z WARN  ledger::late] guid=c004-0002 late reply not awaited: 256 calls already waiting (1 dropped so far)
-[2026-12-02T21:11:54Z INFO  ledger::late] guid=c004-0003 no late reply within 2000 ms
+[2026-12-02T21:11:52Z INFO  engine::late] guid=c017-000000p late reply 0000: settled DONE (attempt 1)
+[2026-12-02T21:11:52Z INFO  engine::server] guid=c017-000000p code=E901 state=UNKNOWN ms=301
+[2026-12-02T21:11:53Z INFO  engine::late] guid=c021-000001c_.k late reply B001: settled DONE (attempt 2)
+[2026-12-02T21:11:53Z INFO  engine::late] guid=c004-0000 late reply 0000 came after the row moved on; left to it
+[2026-12-02T21:11:53Z INFO  engine::late] guid=c004-0001 late reply settles nothing: core answered HTTP 500
+[2026-12-02T21:11:53Z WARN  engine::late] guid=c004-0002 late reply not awaited: 256 calls already waiting (1 dropped so far)
+[2026-12-02T21:11:54Z INFO  engine::late] guid=c004-0003 no late reply within 2000 ms
 === chaos: starting relay on 127.0.0.1:42463 at t=2.781s
-[2026-12-02T21:11:55Z INFO  ledger::late] guid=c009-0007 late reply 0000: settled DONE (attempt 1)
-[2026-12-02T21:11:55Z INFO  ledger::late] waiting for 2 late repl(ies)
+[2026-12-02T21:11:55Z INFO  engine::late] guid=c009-0007 late reply 0000: settled DONE (attempt 1)
+[2026-12-02T21:11:55Z INFO  engine::late] waiting for 2 late repl(ies)
 ";
 
     #[test]
@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn reads_json_lines_and_ignores_the_rest() {
-        let json = r#"{"timestamp":"2026-12-02T21:11:52.123Z","level":"INFO","target":"ledger::late","message":"guid=c001-0001 late reply 0000: settled DONE (attempt 3)"}"#;
+        let json = r#"{"timestamp":"2026-12-02T21:11:52.123Z","level":"INFO","target":"engine::late","message":"guid=c001-0001 late reply 0000: settled DONE (attempt 3)"}"#;
         assert_eq!(
             parse_line(json),
             Some(Event::Settled(Settled {
@@ -210,7 +210,7 @@ mod tests {
         );
         assert_eq!(
             parse_line(
-                "[t INFO  ledger::late] guid=g late reply 0000 came after the row moved on; left to it"
+                "[t INFO  engine::late] guid=g late reply 0000 came after the row moved on; left to it"
             ),
             Some(Event::MovedOn {
                 guid: "g".into(),
@@ -218,10 +218,10 @@ mod tests {
             })
         );
         for other in [
-            "[t INFO  ledger::server] guid=c1 code=0000 state=DONE ms=3",
-            "[t INFO  ledger::late] waiting for 3 late repl(ies)",
-            "[t WARN  ledger::late] cannot start a late-reply thread: oops",
-            "[t INFO  ledger::late] guid=c1 late reply 0000: settled DONE (attempt x)",
+            "[t INFO  engine::server] guid=c1 code=0000 state=DONE ms=3",
+            "[t INFO  engine::late] waiting for 3 late repl(ies)",
+            "[t WARN  engine::late] cannot start a late-reply thread: oops",
+            "[t INFO  engine::late] guid=c1 late reply 0000: settled DONE (attempt x)",
             "",
         ] {
             assert_eq!(parse_line(other), None, "{other}");

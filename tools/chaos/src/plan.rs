@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use fastrand::Rng;
-use ledger::wire::{self, Transfer};
+use wire::{self, Transfer};
 
 /// The seed of one independent stream: `stream` is a channel index, or one of the constants
 /// below. SplitMix64 of the mix, so that neighbouring indexes give unrelated streams.

@@ -10,10 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ledger::core_client::transfer_json;
-use ledger::wire::Transfer;
+use core_client::transfer_json;
 use serde_json::{Value, json};
 use testkit::{CoreHttp, spawn_listening};
+use wire::Transfer;
 
 /// A running simulator, killed when the test ends however it ends.
 struct Core {

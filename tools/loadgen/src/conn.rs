@@ -5,10 +5,10 @@
 use std::io;
 use std::time::Duration;
 
-use ledger::wire::{self, Transfer};
 use serde_json::Value;
 use testkit::channel::is_timeout;
 use testkit::{Chan, CoreHttp};
+use wire::{self, Transfer};
 
 /// A reply that passed validation.
 pub struct Answer {

@@ -9,9 +9,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use ledger::wire::{self, Transfer};
 use serde_json::{Value, json};
 use testkit::Chan;
+use wire::{self, Transfer};
 
 use crate::Args;
 use crate::conn::{Fail, RelayConn, validate_reply};

@@ -8,8 +8,8 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ledger::wire::{self, Transfer};
 use testkit::CoreHttp;
+use wire::{self, Transfer};
 
 use crate::conn::{Fail, RelayConn, Target};
 use crate::latency::Latencies;

@@ -4,8 +4,6 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use ledger::wire;
-
 /// One channel connection to a relay.
 pub struct Chan {
     stream: TcpStream,

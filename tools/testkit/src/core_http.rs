@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ledger::core_client::transfer_json;
-use ledger::core_tls::{self, TlsFiles};
-use ledger::pre_send::MarkingResolver;
-use ledger::wire::Transfer;
+use core_client::pre_send::MarkingResolver;
+use core_client::tls::{self, TlsFiles};
+use core_client::transfer_json;
 use serde_json::Value;
 use ureq::unversioned::transport::{ConnectionDetails, Connector, DefaultConnector, Transport};
+use wire::Transfer;
 
 /// Largest answer read (a long run's `/_stats` lists every GUID).
 const MAX_BODY: u64 = 256 * 1024 * 1024;
@@ -71,9 +71,8 @@ impl CoreHttp {
         if base.starts_with("https://") {
             let uri: ureq::http::Uri = base.parse().expect("a core URL");
             let host = uri.host().expect("a host in the core URL");
-            config = config.tls_config(
-                core_tls::load(tls, host).unwrap_or_else(|e| panic!("TLS to {base}: {e}")),
-            );
+            config = config
+                .tls_config(tls::load(tls, host).unwrap_or_else(|e| panic!("TLS to {base}: {e}")));
         }
         let config = config.build();
         let connects = Arc::new(AtomicU64::new(0));

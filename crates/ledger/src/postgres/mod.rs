@@ -16,7 +16,6 @@ use pool::{PgConn, Pool};
 pub use url::{PgUrl, is_pg_url};
 
 use crate::error::{LedgerError, Result};
-use crate::metrics::metrics;
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{
     Durability, INQUIRY_BACKOFF_MAX_DOUBLINGS, InquiryRecord, Store, backoff_base_secs,
@@ -289,7 +288,7 @@ impl PgStore {
             let st = c.prepared(sql)?;
             c.client.execute(&st, &params.refs())
         })?;
-        metrics().commit(1, started.elapsed());
+        crate::observe::commit(1, started.elapsed());
         Ok(n)
     }
 
@@ -360,7 +359,7 @@ impl PgStore {
     ) -> Result<Option<T>> {
         let started = Instant::now();
         let (won, reran) = self.pool.run_noting_rerun(what, self.pool.deadline(), f)?;
-        metrics().commit(1, started.elapsed());
+        crate::observe::commit(1, started.elapsed());
         if reran && won.is_none() {
             return Err(LedgerError::Unavailable(format!(
                 "{what}: the connection broke while the claim was committed, and its \

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use ledger::batch::{self, ResolveSettings};
-use ledger::core_client::CoreClient;
-use ledger::wire::{self, Transfer};
+use core_client::CoreClient;
+use engine::batch::{self, ResolveSettings};
 use ledger::{Access, Change, State};
 use testkit::CoreHttp;
+use wire::{self, Transfer};
 
 use crate::backend::{Backend, Hand};
 use crate::races::{Killed, coresim};

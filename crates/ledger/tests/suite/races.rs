@@ -5,8 +5,8 @@
 use std::sync::Barrier;
 use std::time::Duration;
 
-use ledger::batch;
-use ledger::core_client::CoreClient;
+use core_client::CoreClient;
+use engine::batch;
 use ledger::{Access, Change, State};
 use testkit::{CoreHttp, bin, spawn_listening};
 
@@ -100,7 +100,7 @@ pub fn two_reprocess_runs_at_once_send_each_row_once(b: &Backend) {
     let setup = b.tool();
     let msgs: Vec<Vec<u8>> = (0..N)
         .map(|i| {
-            let t = ledger::wire::Transfer {
+            let t = wire::Transfer {
                 guid: format!("G-RP-{i}"),
                 from_account: "00000000000001".into(),
                 to_account: "00000000000002".into(),
@@ -111,7 +111,7 @@ pub fn two_reprocess_runs_at_once_send_each_row_once(b: &Backend) {
                     String::new()
                 },
             };
-            ledger::wire::encode_request(&t).unwrap()
+            wire::encode_request(&t).unwrap()
         })
         .collect();
     for (i, m) in msgs.iter().enumerate() {
@@ -123,7 +123,7 @@ pub fn two_reprocess_runs_at_once_send_each_row_once(b: &Backend) {
             Some(1),
             State::Failed,
             *b"E902",
-            ledger::wire::reply_to(m, b"E902", None),
+            wire::reply_to(m, b"E902", None),
         );
         assert!(setup.transition(&failed).unwrap());
     }
@@ -182,7 +182,7 @@ pub fn resolve_racing_the_relay_never_books_twice(b: &Backend) {
     .unwrap();
     let msgs: Vec<Vec<u8>> = (0..N)
         .map(|i| {
-            ledger::wire::encode_request(&ledger::wire::Transfer {
+            wire::encode_request(&wire::Transfer {
                 guid: format!("G-RR-{i}"),
                 from_account: "00000000000001".into(),
                 to_account: "00000000000002".into(),
@@ -198,7 +198,7 @@ pub fn resolve_racing_the_relay_never_books_twice(b: &Backend) {
             .iter()
             .map(|m| {
                 let (store, core) = (&relay_store, &core);
-                s.spawn(move || ledger::transfer::handle(store.as_ref(), core, None, m))
+                s.spawn(move || engine::transfer::handle(store.as_ref(), core, None, m))
             })
             .collect();
         // Once every row is SENT, resolve settles them as if they were stale (the rows are

@@ -7,10 +7,9 @@
 
 use std::fmt;
 
-use crate::core_client::{CoreClient, Inquiry};
-use crate::error::LedgerError;
-use crate::store::Store;
-use crate::wire;
+use core_client::{CoreClient, Inquiry};
+use ledger::error::LedgerError;
+use ledger::store::Store;
 
 use super::stored_transfer;
 

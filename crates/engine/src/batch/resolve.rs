@@ -8,11 +8,10 @@ use serde::Serialize;
 
 use super::canary::{Canary, CanaryFailure, canary};
 use super::{DEFAULT_PARALLEL, in_parallel, stored_transfer};
-use crate::core_client::{CoreClient, Inquiry};
-use crate::error::LedgerError;
-use crate::state::{Change, Row, State};
-use crate::store::{DEFAULT_MAX_INQUIRIES, InquiryRecord, Store};
-use crate::wire;
+use core_client::{CoreClient, Inquiry};
+use ledger::error::LedgerError;
+use ledger::state::{Change, Row, State};
+use ledger::store::{DEFAULT_MAX_INQUIRIES, InquiryRecord, Store};
 
 /// What a resolve run is asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]

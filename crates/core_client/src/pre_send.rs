@@ -23,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use ureq::Error;
 
-use crate::late::Capturing;
+use crate::capture::Capturing;
 use ureq::config::Config;
 use ureq::http::Uri;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};

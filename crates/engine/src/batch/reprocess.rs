@@ -6,11 +6,11 @@ use log::{info, warn};
 use serde::Serialize;
 
 use super::{in_parallel, stored_transfer};
-use crate::core_client::CoreClient;
-use crate::error::LedgerError;
-use crate::state::{Row, State};
-use crate::store::Store;
 use crate::transfer::send_and_record;
+use core_client::CoreClient;
+use ledger::error::LedgerError;
+use ledger::state::{Row, State};
+use ledger::store::Store;
 
 #[derive(Debug, Default, Serialize)]
 pub struct ReprocessSummary {

@@ -16,16 +16,15 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use crate::admin::Admin;
-use crate::core_client::{self, BadCoreUrl, CoreClient};
-use crate::core_tls::TlsFiles;
-use crate::db::{self, Access, Db};
-use crate::error::LedgerError;
-use crate::group_commit;
 use crate::late::LateReplies;
 use crate::metrics::metrics;
-use crate::store::Store;
 use crate::transfer;
-use crate::wire;
+use core_client::tls::TlsFiles;
+use core_client::{self, BadCoreUrl, CoreClient};
+use ledger::db::{self, Access, Db};
+use ledger::error::LedgerError;
+use ledger::group_commit;
+use ledger::store::Store;
 
 /// Connection threads only parse frames, run SQLite statements and make one HTTP call.
 const CONNECTION_STACK: usize = 256 * 1024;
@@ -166,6 +165,7 @@ impl Relay {
     /// Opens the ledger, checks the core URL and binds, so that every configuration error
     /// shows before the `listening on` line.
     pub fn start(db: &Db, config: Config) -> Result<Relay, StartError> {
+        crate::metrics::install();
         let late_sockets = if config.late_reply.is_zero() {
             0
         } else {

@@ -7,14 +7,14 @@ use log::warn;
 
 use std::sync::Arc;
 
-use crate::core_client::{CoreClient, Outcome};
 use crate::double_booking;
 use crate::late::LateReplies;
 use crate::metrics::metrics;
-use crate::sqlite::BUSY_TIMEOUT;
-use crate::state::{Change, Row, State};
-use crate::store::Store;
-use crate::wire::{self, Code, TX_TRNF, Transfer};
+use core_client::{CoreClient, Outcome};
+use ledger::sqlite::BUSY_TIMEOUT;
+use ledger::state::{Change, Row, State};
+use ledger::store::Store;
+use wire::{self, Code, TX_TRNF, Transfer};
 
 /// How long after its core call the relay keeps retrying a result it could not write (the
 /// ledger locked by a long transaction, say) before it gives up with E901, row SENT.
@@ -238,7 +238,7 @@ fn record<S: Store + ?Sized>(
     store: &S,
     change: &Change,
     by: Instant,
-) -> crate::error::Result<bool> {
+) -> ledger::error::Result<bool> {
     let mut pause = Duration::from_millis(20);
     loop {
         match store.transition(change) {

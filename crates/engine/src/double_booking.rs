@@ -8,9 +8,8 @@
 use log::warn;
 
 use crate::metrics::metrics;
-use crate::state::{Change, Evidence};
-use crate::store::Store;
-use crate::wire;
+use ledger::state::{Change, Evidence};
+use ledger::store::Store;
 
 /// What `change` (the result of attempt `change.attempt`) says the core did, for the
 /// history and the log; `None` if it booked nothing (a business rejection, never sent).

@@ -3,7 +3,14 @@
 //! The whole safety of the relay rests on one split: `NotSent` only where the request
 //! provably never left this process (the name did not resolve, the socket could not be
 //! created or connected: see `pre_send`), and `Unknown` for everything else, because the
-//! core may have booked it.
+//! core may have booked it. Also here: its TLS settings (`tls`), the marking of failures
+//! before any byte was sent (`pre_send`), the capture of a call given up at its read timeout
+//! for a late reply (`capture`), and what it reports about its connections (`observe`).
+
+pub mod capture;
+pub mod observe;
+pub mod pre_send;
+pub mod tls;
 
 use std::fmt;
 use std::time::Duration;
@@ -12,10 +19,10 @@ use serde::{Deserialize, Serialize};
 use ureq::Error;
 use ureq::http::Uri;
 
-use crate::core_tls::{self, TlsFiles};
-use crate::late::{self, LateCall};
-use crate::pre_send::{self, MarkingConnector, MarkingResolver};
-use crate::wire::{self, BOOKING_BODY_LEN, Code, TX_TRNF, Transfer};
+use crate::capture::LateCall;
+use crate::pre_send::{MarkingConnector, MarkingResolver};
+use crate::tls::TlsFiles;
+use wire::{BOOKING_BODY_LEN, Code, TX_TRNF, Transfer};
 
 /// Idle keep-alive connections kept to the core, and for how long.
 pub const MAX_IDLE: usize = 256;
@@ -157,7 +164,7 @@ impl CoreClient {
                 ));
             }
             Some("https") => Some(
-                core_tls::load(tls, host)
+                tls::load(tls, host)
                     .map_err(|why| BadCoreUrl(format!("TLS to the core: {why}")))?,
             ),
             _ => return Err(bad("only http:// and https:// are supported")),
@@ -204,7 +211,7 @@ impl CoreClient {
     /// POSTs a transfer once; if the call timed out waiting for the answer, also the call
     /// itself, whose connection is still open, for a late reply (`late`).
     pub fn post_transfer_keeping_late(&self, t: &Transfer) -> (Outcome, Option<LateCall>) {
-        let (outcome, caught) = late::capture(|| self.post(t));
+        let (outcome, caught) = capture::capture(|| self.post(t));
         let call = match (&outcome, caught) {
             (Outcome::Unknown(_), Some(transport)) => Some(LateCall {
                 transport,
@@ -274,7 +281,7 @@ impl CoreClient {
 /// answers, an environment's core booking something else under our GUID): the outcome stays
 /// in doubt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Ours {
+pub struct Ours {
     pub guid: String,
     pub amount: u64,
 }
@@ -289,7 +296,7 @@ impl Ours {
 }
 
 /// What a complete answer to a POST of `ours` means (contract §3).
-pub(crate) fn outcome_of(status: u16, body: &[u8], ours: Ours) -> Outcome {
+pub fn outcome_of(status: u16, body: &[u8], ours: Ours) -> Outcome {
     match status {
         200 => match booking(body, ours) {
             Ok(body) => Outcome::Booked(body),

@@ -16,15 +16,15 @@ pub use resolve::{
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::state::Row;
-use crate::wire::{self, Transfer};
+use ledger::state::Row;
+use wire::{self, Transfer};
 
 /// `--parallel` of resolve and reprocess: how many rows are worked on at once by default.
 pub const DEFAULT_PARALLEL: usize = 8;
 
 /// The most rows worked on at once: the core client keeps at most this many idle
 /// connections alive (`core_client::MAX_IDLE`), so every worker keeps its own.
-pub const MAX_PARALLEL: usize = crate::core_client::MAX_IDLE;
+pub const MAX_PARALLEL: usize = core_client::MAX_IDLE;
 
 /// Runs `work` on every item, on up to `parallel` threads (the caller's among them), each
 /// taking the next item not yet taken, in order; returns the results in the items' order,

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use crate::metrics::{self, CONTENT_TYPE, SAMPLE_INTERVAL, Sampler};
-use crate::store::Store;
+use ledger::store::Store;
 
 /// Admin requests served at once; more connections are closed at once. Enough that a few
 /// stuck or slow clients leave room for the scrapers and health checks (a thread of 256 KiB
@@ -221,7 +221,7 @@ fn respond(mut stream: &TcpStream, status: u16, content_type: &str, body: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group_commit::GroupCommit;
+    use ledger::group_commit::GroupCommit;
 
     fn get(addr: SocketAddr, path: &str) -> String {
         let mut s = TcpStream::connect(addr).unwrap();
@@ -248,7 +248,7 @@ mod tests {
         assert!(h.starts_with("HTTP/1.1 200 OK\r\n"), "{h}");
         assert!(h.ends_with("\r\n\r\nok\n"), "{h}");
         // The health row is written; no tx row is.
-        let l = crate::sqlite::Ledger::open(&path).unwrap();
+        let l = ledger::sqlite::Ledger::open(&path).unwrap();
         assert!(l.read_health().unwrap().is_some());
         assert_eq!(l.count_by_state().unwrap(), vec![]);
 
@@ -270,7 +270,7 @@ mod tests {
         let store = GroupCommit::open(&path, "test").unwrap();
         assert_eq!(route("GET", "/healthz", &store).0, 200);
         // Another connection holds the write lock past the busy timeout.
-        let other = crate::sqlite::Ledger::open(&path).unwrap();
+        let other = ledger::sqlite::Ledger::open(&path).unwrap();
         other.connection().execute_batch("BEGIN IMMEDIATE").unwrap();
         let (status, _, body) = route("GET", "/healthz", &store);
         assert_eq!(status, 503, "{body}");

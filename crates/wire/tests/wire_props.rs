@@ -1,8 +1,8 @@
 //! Properties of the wire codec over generated input: it never panics, valid requests
 //! round-trip, any single broken field is E900, and every booking reply parses back.
 
-use ledger::wire::{self, MAX_AMOUNT, Transfer};
 use proptest::prelude::*;
+use wire::{self, MAX_AMOUNT, Transfer};
 
 /// A valid GUID: 1–36 of the allowed characters, not only dots (contract v1.1).
 fn guid() -> impl Strategy<Value = String> {

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::error::LedgerError;
-use crate::store::{PURGE_CHUNK, Store};
+use ledger::error::LedgerError;
+use ledger::store::{PURGE_CHUNK, Store};
 
 #[derive(Debug, Default, Serialize)]
 pub struct PurgeSummary {

@@ -23,10 +23,9 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::core_client::Outcome;
-use crate::state::State;
-use crate::store::Store;
-use crate::wire;
+use core_client::Outcome;
+use ledger::state::State;
+use ledger::store::Store;
 
 /// How often the sampler reads rows by state and the oldest UNKNOWN row's age.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
@@ -101,6 +100,13 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 /// The process's metrics.
 pub fn metrics() -> &'static Metrics {
     &METRICS
+}
+
+/// Makes the ledger and the core client report to these metrics (their commits, their
+/// connections to the core): called once, before the relay opens its ledger.
+pub fn install() {
+    ledger::observe::on_commit(|statements, took| metrics().commit(statements, took));
+    core_client::observe::on_connection(|delta| metrics().core_connections.add(delta));
 }
 
 /// Registers `metric` with `registry` and hands it back.
@@ -290,7 +296,7 @@ impl Metrics {
     }
 
     /// Reads rows by state and the oldest UNKNOWN row's age from `store` into the gauges.
-    pub fn sample(&self, store: &dyn Store) -> crate::error::Result<()> {
+    pub fn sample(&self, store: &dyn Store) -> ledger::error::Result<()> {
         let sampled = store
             .count_by_state()
             .and_then(|counts| Ok((counts, store.oldest_age_secs(State::Unknown)?)));
@@ -407,7 +413,7 @@ mod tests {
     #[test]
     fn a_sample_reads_counts_and_the_oldest_unknown_age() {
         let dir = tempfile::tempdir().unwrap();
-        let l = crate::sqlite::Ledger::open(&dir.path().join("l.db")).unwrap();
+        let l = ledger::sqlite::Ledger::open(&dir.path().join("l.db")).unwrap();
         l.connection()
             .execute_batch(
                 "INSERT INTO tx (guid, state, attempts, updated_at) VALUES \
