@@ -165,7 +165,7 @@ impl Relay {
     /// Opens the ledger, checks the core URL and binds, so that every configuration error
     /// shows before the `listening on` line.
     pub fn start(db: &Db, config: Config) -> Result<Relay, StartError> {
-        crate::metrics::install();
+        crate::observers::install();
         let late_sockets = if config.late_reply.is_zero() {
             0
         } else {
