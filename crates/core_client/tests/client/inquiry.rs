@@ -1,7 +1,5 @@
 //! Inquiries (`GET /v1/transfers/{guid}`): what counts as a booking, and as "never booked".
 
-use std::net::TcpListener;
-
 use core_client::{Inquiry, Ours, outcome_of};
 
 use crate::util::*;
@@ -25,9 +23,7 @@ fn inquiry_answers() {
         c(json_response("200 OK", "{}")),
         Inquiry::Error(_)
     ));
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", l.local_addr().unwrap());
-    drop(l);
+    let url = refusing();
     assert!(matches!(
         client(&url).inquire(&transfer()),
         Inquiry::Error(_)

@@ -1,7 +1,7 @@
 //! Each shape of a POST's answer, or of its failure.
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::thread;
 use std::time::Duration;
 
@@ -31,9 +31,7 @@ fn booked_and_the_request_is_the_contract_json() {
 
 #[test]
 fn refused_is_not_sent() {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", l.local_addr().unwrap());
-    drop(l);
+    let url = refusing();
     assert!(matches!(
         client(&url).post_transfer(&transfer()),
         Outcome::NotSent(_)

@@ -46,6 +46,14 @@ pub fn read_request(s: &mut impl Read) -> String {
     head + &String::from_utf8_lossy(&body)
 }
 
+/// The URL of a port nothing listens on (bound, then closed): connections are refused.
+pub fn refusing() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    drop(l);
+    url
+}
+
 /// Serves one connection with `f` and returns the base URL.
 pub fn serve(f: impl FnOnce(TcpStream) + Send + 'static) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();

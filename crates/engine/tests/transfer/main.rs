@@ -4,16 +4,17 @@
 
 mod scripted;
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use core_client::Outcome;
-use engine::late::LateReplies;
 use engine::metrics::metrics;
-use engine::transfer::handle;
+use engine::transfer::{Handled, handle};
+use ledger::sqlite::Ledger;
 use ledger::state::State;
 use ledger::store::Store;
-use scripted::{C1, Call, Scripted, booking, late_counts, ledger, reply, request, settle, state};
+use scripted::{
+    C1, Call, Scripted, booking, late_counts, late_replies, ledger, reply, request, settle, state,
+};
 
 #[test]
 fn booked_and_its_resend_gets_the_stored_reply_without_a_call() {
@@ -82,7 +83,7 @@ fn a_timeout_is_unknown_and_its_resend_is_never_sent() {
 #[test]
 fn a_late_answer_settles_unknown_as_done() {
     let (_d, store) = ledger();
-    let late = Arc::new(LateReplies::new(store.clone(), Duration::from_secs(30), 4));
+    let late = late_replies(&store);
     let (call, answer) = Call::times_out();
     let core = Scripted::new([call]);
     let msg = request("G-LATE");
@@ -108,7 +109,7 @@ fn a_late_answer_settles_unknown_as_done() {
 #[test]
 fn a_late_answer_that_is_no_answer_leaves_unknown() {
     let (_d, store) = ledger();
-    let late = Arc::new(LateReplies::new(store.clone(), Duration::from_secs(30), 4));
+    let late = late_replies(&store);
     let (first, silent) = Call::times_out();
     let (second, garbage) = Call::times_out();
     let core = Scripted::new([first, second]);
@@ -124,28 +125,30 @@ fn a_late_answer_that_is_no_answer_leaves_unknown() {
     assert_eq!(late_counts(&late), (1, 0));
 }
 
+/// Handles `guid`'s request, whose call comes to `outcome` after another writer moved the
+/// row from SENT (attempt 1) to `to`, with `code` and `body`, while it was in flight.
+fn settled_during_the_call(
+    guid: &'static str,
+    (to, code, body): (State, &'static str, String),
+    outcome: Outcome,
+) -> (tempfile::TempDir, Arc<Mutex<Ledger>>, Handled) {
+    let (d, store) = ledger();
+    let writer = store.clone();
+    let core = Scripted::new([Call::answers(outcome).during(move || {
+        settle(&*writer, guid, (State::Sent, 1), to, code, &body);
+    })]);
+    let h = handle(store.as_ref(), &core, None, &request(guid));
+    (d, store, h)
+}
+
 /// During the call, resolve settled the row DONE with its inquiry's booking: the call's own
 /// result (in doubt) lands on nothing, and the channel gets the stored booking.
 #[test]
 fn a_result_after_the_row_was_settled_done_answers_what_the_ledger_says() {
-    let (_d, store) = ledger();
-    let msg = request("G-SETTLED");
-    let (writer, stored) = (store.clone(), msg.clone());
-    let core = Scripted::new([
-        Call::answers(Outcome::Unknown("read timed out".into())).during(move || {
-            let theirs = wire::reply_to(&stored, &wire::OK, Some(&booking("C2")));
-            settle(
-                &*writer,
-                "G-SETTLED",
-                (State::Sent, 1),
-                State::Done,
-                b"0000",
-                theirs,
-            );
-        }),
-    ]);
-    let h = handle(store.as_ref(), &core, None, &msg);
     let c2 = C1.replacen("C1", "C2", 1);
+    let unknown = Outcome::Unknown("read timed out".into());
+    let settled = (State::Done, "0000", c2.clone());
+    let (_d, store, h) = settled_during_the_call("G-SETTLED", settled, unknown);
     assert_eq!(h.reply, reply("G-SETTLED", "0000", &c2));
     assert_eq!((h.code, h.state), (*b"0000", Some(State::Done)));
     assert_eq!(state(&*store, "G-SETTLED"), (State::Done, Some(1)));
@@ -155,23 +158,9 @@ fn a_result_after_the_row_was_settled_done_answers_what_the_ledger_says() {
 /// not say "never sent", so the booking moves FAILED → DONE.
 #[test]
 fn a_booking_after_the_row_was_settled_failed_moves_it_to_done() {
-    let (_d, store) = ledger();
-    let msg = request("G-FAILED");
-    let writer = store.clone();
-    let core = Scripted::new([
-        Call::answers(Outcome::Booked(booking("C1"))).during(move || {
-            let response = reply("G-FAILED", "E902", "");
-            settle(
-                &*writer,
-                "G-FAILED",
-                (State::Sent, 1),
-                State::Failed,
-                b"E902",
-                response,
-            );
-        }),
-    ]);
-    let h = handle(store.as_ref(), &core, None, &msg);
+    let booked = Outcome::Booked(booking("C1"));
+    let settled = (State::Failed, "E902", String::new());
+    let (_d, store, h) = settled_during_the_call("G-FAILED", settled, booked);
     assert_eq!(h.reply, reply("G-FAILED", "0000", C1));
     assert_eq!((h.code, h.state), (*b"0000", Some(State::Done)));
     assert_eq!(state(&*store, "G-FAILED"), (State::Done, Some(1)));
@@ -187,24 +176,9 @@ fn a_booking_after_the_row_was_settled_failed_moves_it_to_done() {
 /// call never left: the row stays UNKNOWN, never FAILED, and the channel gets E901.
 #[test]
 fn not_sent_after_the_row_was_settled_unknown_stays_unknown() {
-    let (_d, store) = ledger();
-    let msg = request("G-DOUBT");
-    let writer = store.clone();
-    let core =
-        Scripted::new([
-            Call::answers(Outcome::NotSent("connection refused".into())).during(move || {
-                let response = reply("G-DOUBT", "E901", "");
-                settle(
-                    &*writer,
-                    "G-DOUBT",
-                    (State::Sent, 1),
-                    State::Unknown,
-                    b"E901",
-                    response,
-                );
-            }),
-        ]);
-    let h = handle(store.as_ref(), &core, None, &msg);
+    let refused = Outcome::NotSent("connection refused".into());
+    let settled = (State::Unknown, "E901", String::new());
+    let (_d, store, h) = settled_during_the_call("G-DOUBT", settled, refused);
     assert_eq!(h.reply, reply("G-DOUBT", "E901", ""));
     assert_eq!((h.code, h.state), (*b"E901", None));
     assert_eq!(state(&*store, "G-DOUBT"), (State::Unknown, Some(1)));
@@ -216,24 +190,23 @@ fn not_sent_after_the_row_was_settled_unknown_stays_unknown() {
 #[test]
 fn a_late_booking_of_attempt_1_while_attempt_2_holds_the_row_is_evidence() {
     let (_d, store) = ledger();
-    let late = Arc::new(LateReplies::new(store.clone(), Duration::from_secs(30), 4));
+    let late = late_replies(&store);
     let (first, answer) = Call::times_out();
     let core = Scripted::new([first]);
     let msg = request("G-TWICE");
     handle(store.as_ref(), &core, Some(&late), &msg);
-    let e902 = reply("G-TWICE", "E902", "");
     settle(
         &*store,
         "G-TWICE",
         (State::Unknown, 1),
         State::Failed,
-        b"E902",
-        e902,
+        "E902",
+        "",
     );
 
     let before = metrics().possible_double_bookings.get();
     let waiters = Arc::clone(&late);
-    let (writer, seen) = (store.clone(), Arc::new(std::sync::Mutex::new(None)));
+    let (writer, seen) = (store.clone(), Arc::new(Mutex::new(None)));
     let seen_during = Arc::clone(&seen);
     core.then([Call::answers(Outcome::Rejected(*b"B001")).during(move || {
         *seen_during.lock().unwrap() = Some(state(&*writer, "G-TWICE"));

@@ -166,6 +166,12 @@ pub fn state(store: &impl Store, guid: &str) -> (State, Option<i64>) {
     (row.state, row.attempts)
 }
 
+/// Waiters for late answers to calls on `store`: 30 s each (the tests send the answers),
+/// 4 at once.
+pub fn late_replies(store: &Arc<Mutex<Ledger>>) -> Arc<LateReplies> {
+    Arc::new(LateReplies::new(store.clone(), Duration::from_secs(30), 4))
+}
+
 /// Late answers that arrived, and UNKNOWN rows they settled.
 pub fn late_counts(late: &LateReplies) -> (u64, u64) {
     let c = &late.counts;
@@ -176,15 +182,17 @@ pub fn late_counts(late: &LateReplies) -> (u64, u64) {
 }
 
 /// Moves `guid` as another writer would (resolve, an operator): from `from` on `attempt`
-/// to `to` with `code` and `response`; it must land.
+/// to `to` with `code` and the reply with `code` and `body`; it must land.
 pub fn settle(
     store: &impl Store,
     guid: &str,
     (from, attempt): (State, i64),
     to: State,
-    code: &[u8; 4],
-    response: Vec<u8>,
+    code: &str,
+    body: &str,
 ) {
-    let change = Change::new(guid, from, Some(attempt), to, *code, response).by("resolve");
+    let response = reply(guid, code, body);
+    let code = code.as_bytes().try_into().expect("4 characters");
+    let change = Change::new(guid, from, Some(attempt), to, code, response).by("resolve");
     assert!(store.transition(&change).unwrap(), "{change:?}");
 }
