@@ -12,11 +12,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use core_client::Outcome;
-use core_client::capture::LateCall;
 use ledger::state::{Change, State};
 use ledger::store::Store;
 use log::{info, warn};
 
+use crate::core::PendingAnswer;
 use crate::metrics::metrics;
 use crate::transfer::{RECORD_WINDOW, record_result};
 
@@ -66,7 +66,7 @@ impl LateReplies {
 
     /// Waits in the background for the answer to `call`, whose row is UNKNOWN on `attempt`
     /// with request `msg`; settles it if the answer is a booking or a rejection.
-    pub fn adopt(self: &Arc<Self>, call: LateCall, attempt: i64, msg: Vec<u8>) {
+    pub fn adopt(self: &Arc<Self>, call: Box<dyn PendingAnswer>, attempt: i64, msg: Vec<u8>) {
         {
             let mut waiting = self.lock();
             if *waiting >= self.max {
@@ -75,7 +75,8 @@ impl LateReplies {
                 let n = self.counts.dropped.fetch_add(1, Ordering::Relaxed) + 1;
                 warn!(
                     "guid={} late reply not awaited: {} calls already waiting ({n} dropped so far)",
-                    call.ours.guid, self.max
+                    call.guid(),
+                    self.max
                 );
                 return;
             }
@@ -90,7 +91,7 @@ impl LateReplies {
             .name("late-reply".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                let guid = call.ours.guid.clone();
+                let guid = call.guid().to_string();
                 this.settle(&guid, call.wait(until), attempt, &msg);
                 this.release();
             });

@@ -1,13 +1,17 @@
 //! The engine: what the relay and the batch tools do with the ledger and the core. One
 //! transfer (`transfer`: claim, send, record), late replies (`late`), possible double bookings
 //! (`double_booking`), the TCP server (`server`), its metrics and admin port (`metrics`,
-//! `admin`), and the batch tools (`batch`: resolve, reprocess, purge, the canary). The
-//! binaries only parse flags and call into this crate.
+//! `admin`; `observers` routes the ledger's and the core client's reports to them), and the
+//! batch tools (`batch`: resolve, reprocess, purge, the canary). The core is seen through a
+//! trait (`core`) that the HTTP client implements. The binaries only parse flags and call
+//! into this crate.
 
 pub mod admin;
 pub mod batch;
+pub mod core;
 pub mod double_booking;
 pub mod late;
 pub mod metrics;
+pub mod observers;
 pub mod server;
 pub mod transfer;

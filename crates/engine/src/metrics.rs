@@ -23,7 +23,6 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use core_client::Outcome;
 use ledger::state::State;
 use ledger::store::Store;
 
@@ -100,13 +99,6 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 /// The process's metrics.
 pub fn metrics() -> &'static Metrics {
     &METRICS
-}
-
-/// Makes the ledger and the core client report to these metrics (their commits, their
-/// connections to the core): called once, before the relay opens its ledger.
-pub fn install() {
-    ledger::observe::on_commit(|statements, took| metrics().commit(statements, took));
-    core_client::observe::on_connection(|delta| metrics().core_connections.add(delta));
 }
 
 /// Registers `metric` with `registry` and hands it back.
@@ -276,16 +268,11 @@ impl Metrics {
         self.requests.with_label_values(&[code.as_ref()]).inc();
     }
 
-    /// One POST to the core, and what it came to.
-    pub fn core_call(&self, outcome: &Outcome, took: Duration) {
-        let label = match outcome {
-            Outcome::Booked(_) => "booked",
-            Outcome::Rejected(_) => "rejected",
-            Outcome::NotSent(_) => "not_sent",
-            Outcome::Unknown(_) => "unknown",
-        };
+    /// One POST to the core, and what it came to: `outcome` is its label (`booked`,
+    /// `rejected`, `not_sent`, `unknown`: the core client's `Outcome::label`).
+    pub fn core_call(&self, outcome: &str, took: Duration) {
         self.core_call
-            .with_label_values(&[label])
+            .with_label_values(&[outcome])
             .observe(took.as_secs_f64());
     }
 
@@ -372,7 +359,7 @@ mod tests {
     fn the_exposition_has_every_family_with_help_and_type() {
         let m = metrics();
         m.request(b"0000");
-        m.core_call(&Outcome::NotSent("x".into()), Duration::from_millis(3));
+        m.core_call("not_sent", Duration::from_millis(3));
         m.commit(4, Duration::from_micros(700));
         let text = m.encode();
         for name in [

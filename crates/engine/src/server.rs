@@ -2,11 +2,20 @@
 //!
 //! A connection is served strictly in order (read a frame, answer it, read the next), which
 //! is what keeps pipelined replies in request order. Whatever one connection does — garbage,
-//! a stall mid-frame, silence — costs only its own thread.
+//! a stall mid-frame, silence — costs only its own thread. Reading a frame under its
+//! timeouts is `frames`; the file descriptor budget `descriptors`; the start's errors `error`.
+
+mod descriptors;
+mod error;
+mod frames;
+#[cfg(test)]
+mod tests;
+
+pub use descriptors::descriptors_needed;
+pub use error::StartError;
 
 use std::collections::HashMap;
-use std::fmt;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -15,15 +24,15 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
+use self::descriptors::{ledger_descriptors, raise_descriptor_limit};
+use self::frames::{ConnEnd, read_frame};
 use crate::admin::Admin;
 use crate::late::LateReplies;
 use crate::metrics::metrics;
 use crate::transfer;
+use core_client::CoreClient;
 use core_client::tls::TlsFiles;
-use core_client::{self, BadCoreUrl, CoreClient};
-use ledger::db::{self, Access, Db};
-use ledger::error::LedgerError;
-use ledger::group_commit;
+use ledger::db::{Access, Db};
 use ledger::store::Store;
 
 /// Connection threads only parse frames, run SQLite statements and make one HTTP call.
@@ -47,53 +56,6 @@ pub struct Config {
     /// Most calls listened to that way at once; beyond, a timed-out call is dropped.
     pub max_late_replies: usize,
 }
-
-#[derive(Debug)]
-pub enum StartError {
-    Ledger(LedgerError),
-    Core(BadCoreUrl),
-    Bind {
-        addr: String,
-        source: io::Error,
-    },
-    /// The admin address (`--admin`) cannot be bound or served.
-    Admin {
-        addr: String,
-        source: io::Error,
-    },
-    /// `--max-connections` does not fit in the file descriptors the process may open.
-    Descriptors {
-        max_connections: usize,
-        needed: u64,
-        limit: u64,
-    },
-}
-
-impl fmt::Display for StartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StartError::Ledger(e) => e.fmt(f),
-            StartError::Core(e) => e.fmt(f),
-            StartError::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
-            StartError::Admin { addr, source } => {
-                write!(f, "cannot listen on {addr} (--admin): {source}")
-            }
-            StartError::Descriptors {
-                max_connections,
-                needed,
-                limit,
-            } => write!(
-                f,
-                "--max-connections {max_connections} needs about {needed} file descriptors \
-                 (channel and core sockets, ledger files, calls awaiting a late reply), but \
-                 the process may open only {limit} (ulimit -n, hard limit): raise the limit \
-                 or lower --max-connections (or --max-late-replies)"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for StartError {}
 
 struct Shared {
     store: Arc<dyn Store>,
@@ -165,7 +127,7 @@ impl Relay {
     /// Opens the ledger, checks the core URL and binds, so that every configuration error
     /// shows before the `listening on` line.
     pub fn start(db: &Db, config: Config) -> Result<Relay, StartError> {
-        crate::metrics::install();
+        crate::observers::install();
         let late_sockets = if config.late_reply.is_zero() {
             0
         } else {
@@ -380,71 +342,6 @@ impl Drop for Slot {
     }
 }
 
-/// File descriptors the relay may need: per channel connection its socket and one core
-/// socket in flight; the core's idle keep-alive sockets; the ledger's (`ledger`); and a
-/// margin for the listener, stdio, logs and signal handling.
-pub fn descriptors_needed(max_connections: usize, ledger: u64) -> u64 {
-    let c = max_connections as u64;
-    let idle_core = c.min(core_client::MAX_IDLE as u64);
-    2 * c + idle_core + ledger + 64
-}
-
-/// The ledger's descriptors: SQLite's connections hold three files each (database, WAL,
-/// shared memory); PostgreSQL's one socket each, and as many again for connections given up
-/// on a hung server whose threads have not ended yet.
-fn ledger_descriptors(db: &Db) -> u64 {
-    match db {
-        Db::Sqlite(_) => 3 * (group_commit::POOL_MAX as u64 + 1),
-        Db::Postgres(_) => 2 * db::PG_RELAY_CONNECTIONS as u64,
-    }
-}
-
-/// Raises the soft limit on open files to the hard limit (the usual soft limit, 1024, is
-/// the default of `--max-connections` alone), and refuses to start if what
-/// `max_connections` needs does not fit.
-fn raise_descriptor_limit(max_connections: usize, ledger: u64) -> Result<(), StartError> {
-    let needed = descriptors_needed(max_connections, ledger);
-    let limit = raise_nofile();
-    if limit < needed {
-        return Err(StartError::Descriptors {
-            max_connections,
-            needed,
-            limit,
-        });
-    }
-    Ok(())
-}
-
-/// Sets RLIMIT_NOFILE's soft limit to its hard limit; returns the soft limit in force.
-#[cfg(unix)]
-fn raise_nofile() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return u64::MAX; // cannot tell: do not refuse on a guess
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                lim.rlim_cur = lim.rlim_max;
-            }
-        }
-    }
-    lim.rlim_cur
-}
-
-#[cfg(not(unix))]
-fn raise_nofile() -> u64 {
-    u64::MAX
-}
-
 /// Pending connections the kernel queues before `accept` (it caps this at somaxconn).
 const BACKLOG: i32 = 1024;
 
@@ -466,35 +363,6 @@ fn widen_backlog(listener: &TcpListener) {
 
 #[cfg(not(unix))]
 fn widen_backlog(_: &TcpListener) {}
-
-/// Why a connection ended other than by a clean close between frames.
-#[derive(Debug)]
-enum ConnEnd {
-    Idle,
-    BadPrefix(String),
-    FrameTimeout,
-    EofMidFrame,
-    Io(io::Error),
-}
-
-impl fmt::Display for ConnEnd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConnEnd::Idle => f.write_str("idle timeout"),
-            ConnEnd::BadPrefix(why) => f.write_str(why),
-            ConnEnd::FrameTimeout => f.write_str("frame not complete within the frame timeout"),
-            ConnEnd::EofMidFrame => f.write_str("closed by the channel in the middle of a frame"),
-            ConnEnd::Io(e) => e.fmt(f),
-        }
-    }
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
 
 fn serve_connection(shared: &Shared, stream: &TcpStream) -> Result<(), ConnEnd> {
     let cfg = &shared.config;
@@ -530,128 +398,4 @@ fn serve_connection(shared: &Shared, stream: &TcpStream) -> Result<(), ConnEnd> 
         }
     }
     Ok(())
-}
-
-/// Reads one frame. `Ok(None)`: the channel closed cleanly between frames. The idle timeout
-/// runs until a frame's first byte; from then on the whole frame has `frame_timeout`.
-fn read_frame(
-    r: &mut BufReader<&TcpStream>,
-    idle: Duration,
-    frame: Duration,
-) -> Result<Option<Vec<u8>>, ConnEnd> {
-    if r.buffer().is_empty() {
-        r.get_ref()
-            .set_read_timeout(Some(idle))
-            .map_err(ConnEnd::Io)?;
-        loop {
-            match io::BufRead::fill_buf(r) {
-                Ok([]) => return Ok(None),
-                Ok(_) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if is_timeout(&e) => return Err(ConnEnd::Idle),
-                Err(e) => return Err(ConnEnd::Io(e)),
-            }
-        }
-    }
-    let mut by_deadline = Deadline {
-        r,
-        at: Instant::now() + frame,
-    };
-    wire::read_frame(&mut by_deadline)
-        .map(Some)
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::UnexpectedEof => ConnEnd::EofMidFrame,
-            io::ErrorKind::InvalidData => ConnEnd::BadPrefix(e.to_string()),
-            _ if is_timeout(&e) => ConnEnd::FrameTimeout,
-            _ => ConnEnd::Io(e),
-        })
-}
-
-/// A reader whose every read must end by `at`: before each read that must wait for the
-/// socket, the socket's timeout is set to what is left.
-struct Deadline<'a, 'b> {
-    r: &'a mut BufReader<&'b TcpStream>,
-    at: Instant,
-}
-
-impl Read for Deadline<'_, '_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.r.buffer().is_empty() {
-            let left = self.at.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::ErrorKind::TimedOut.into());
-            }
-            self.r.get_ref().set_read_timeout(Some(left))?;
-        }
-        self.r.read(buf)
-    }
-}
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn relay(max_per_peer: usize) -> (tempfile::TempDir, Relay) {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            listen: "127.0.0.1:0".into(),
-            core_url: "http://127.0.0.1:9".into(),
-            core_tls: TlsFiles::default(),
-            connect_timeout: Duration::from_millis(100),
-            read_timeout: Duration::from_millis(100),
-            frame_timeout: Duration::from_secs(1),
-            idle_timeout: Duration::from_secs(1),
-            max_connections: 8,
-            max_connections_per_peer: max_per_peer,
-            late_reply: Duration::ZERO,
-            max_late_replies: 0,
-        };
-        let db = Db::Sqlite(dir.path().join("l.db"));
-        let relay = Relay::start(&db, config).unwrap();
-        (dir, relay)
-    }
-
-    fn stream(relay: &Relay) -> TcpStream {
-        TcpStream::connect(relay.local_addr().unwrap()).unwrap()
-    }
-
-    #[test]
-    fn a_panic_in_a_connection_thread_still_frees_its_slot() {
-        let (_d, relay) = relay(8);
-        let ip: IpAddr = Ipv4Addr::LOCALHOST.into();
-        let slot = Slot::take(&relay.shared, ip, stream(&relay)).unwrap();
-        assert_eq!(relay.shared.conns().open.len(), 1);
-        let died = thread::spawn(move || {
-            let _slot = slot;
-            panic!("a bug in a connection thread");
-        })
-        .join();
-        assert!(died.is_err());
-        let conns = relay.shared.conns();
-        assert!(conns.open.is_empty() && conns.per_peer.is_empty());
-    }
-
-    #[test]
-    fn slots_are_counted_per_peer() {
-        let (_d, relay) = relay(2);
-        let a: IpAddr = Ipv4Addr::LOCALHOST.into();
-        let b: IpAddr = Ipv4Addr::new(127, 0, 0, 2).into();
-        let s1 = Slot::take(&relay.shared, a, stream(&relay)).unwrap();
-        let _s2 = Slot::take(&relay.shared, a, stream(&relay)).unwrap();
-        assert!(Slot::take(&relay.shared, a, stream(&relay)).is_none());
-        assert!(Slot::take(&relay.shared, b, stream(&relay)).is_some());
-        assert_eq!(relay.shared.refused_peer.load(Ordering::Relaxed), 1);
-        drop(s1);
-        assert!(Slot::take(&relay.shared, a, stream(&relay)).is_some());
-    }
-
-    #[test]
-    fn the_descriptor_budget_grows_with_the_connections() {
-        let sqlite = ledger_descriptors(&Db::Sqlite("l.db".into()));
-        assert!(
-            descriptors_needed(1024, sqlite) < 4096,
-            "fits a common hard limit of 4096"
-        );
-        assert!(descriptors_needed(1024, sqlite) > 2 * 1024);
-        assert!(descriptors_needed(2048, sqlite) > descriptors_needed(1024, sqlite));
-    }
 }

@@ -7,10 +7,11 @@ use log::warn;
 
 use std::sync::Arc;
 
+use crate::core::Core;
 use crate::double_booking;
 use crate::late::LateReplies;
 use crate::metrics::metrics;
-use core_client::{CoreClient, Outcome};
+use core_client::Outcome;
 use ledger::sqlite::BUSY_TIMEOUT;
 use ledger::state::{Change, Row, State};
 use ledger::store::Store;
@@ -75,9 +76,9 @@ const MAX_ROUNDS: usize = 3;
 /// claim that finds the row writes nothing). A read never authorises a send: only a claim's
 /// row count does (the INSERT for a new GUID, the guarded UPDATE for a FAILED one). When a
 /// claim loses, the row is read again.
-pub fn handle<S: Store + ?Sized>(
+pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
     store: &S,
-    core: &CoreClient,
+    core: &C,
     late: Option<&Arc<LateReplies>>,
     msg: &[u8],
 ) -> Handled {
@@ -164,9 +165,9 @@ fn stored_code(reply: &[u8]) -> Code {
 /// ours), and records the result from SENT on that attempt. Shared by the relay and
 /// `reprocess`. With `late`, a call that timed out waiting for the answer is handed to a
 /// background waiter once its row is recorded UNKNOWN (see `late`).
-pub fn send_and_record<S: Store + ?Sized>(
+pub fn send_and_record<S: Store + ?Sized, C: Core + ?Sized>(
     store: &S,
-    core: &CoreClient,
+    core: &C,
     late: Option<&Arc<LateReplies>>,
     t: &Transfer,
     msg: &[u8],
@@ -178,7 +179,7 @@ pub fn send_and_record<S: Store + ?Sized>(
         Some(_) => core.post_transfer_keeping_late(t),
         None => (core.post_transfer(t), None),
     };
-    metrics().core_call(&outcome, called.elapsed());
+    metrics().core_call(outcome.label(), called.elapsed());
     let (state, code, body) = match &outcome {
         Outcome::Booked(body) => (State::Done, wire::OK, Some(body)),
         Outcome::Rejected(code) => (State::Done, *code, None),

@@ -1,0 +1,198 @@
+//! A core that answers from a script, and what the tests build their requests and replies
+//! from: a SQLite ledger in a temporary directory, the request of a GUID, its replies as
+//! exact bytes.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use core_client::Outcome;
+use engine::core::{Core, PendingAnswer};
+use engine::late::LateReplies;
+use ledger::sqlite::Ledger;
+use ledger::state::{Change, State};
+use ledger::store::Store;
+use wire::{BOOKING_BODY_LEN, Transfer};
+
+/// One call to the core as the script has it: what happens while it runs (another writer
+/// moving the row, say), what it comes to, and, for a call that timed out, the answer
+/// still to come (sent by the test through the channel `late` returned).
+pub struct Call {
+    during: Option<Box<dyn FnOnce() + Send>>,
+    outcome: Outcome,
+    late: Option<Receiver<Option<Outcome>>>,
+}
+
+impl Call {
+    pub fn answers(outcome: Outcome) -> Call {
+        Call {
+            during: None,
+            outcome,
+            late: None,
+        }
+    }
+
+    /// Times out waiting for the answer: UNKNOWN, with the answer still to come through the
+    /// returned sender (`None` sent: nothing usable came).
+    pub fn times_out() -> (Call, Sender<Option<Outcome>>) {
+        let (tx, rx) = mpsc::channel();
+        let call = Call {
+            late: Some(rx),
+            ..Call::answers(Outcome::Unknown("read timed out".into()))
+        };
+        (call, tx)
+    }
+
+    /// Runs `f` while the call is in flight, before it comes to its outcome.
+    pub fn during(mut self, f: impl FnOnce() + Send + 'static) -> Call {
+        self.during = Some(Box::new(f));
+        self
+    }
+}
+
+/// The scripted core: each POST takes the next call of the script; one more is a test bug.
+pub struct Scripted {
+    calls: Mutex<VecDeque<Call>>,
+    posted: Mutex<Vec<String>>,
+}
+
+impl Scripted {
+    pub fn new(calls: impl IntoIterator<Item = Call>) -> Scripted {
+        Scripted {
+            calls: Mutex::new(calls.into_iter().collect()),
+            posted: Mutex::default(),
+        }
+    }
+
+    /// Adds calls to the end of the script.
+    pub fn then(&self, calls: impl IntoIterator<Item = Call>) {
+        self.calls.lock().unwrap().extend(calls);
+    }
+
+    /// The GUIDs posted so far, in order.
+    pub fn posted(&self) -> Vec<String> {
+        self.posted.lock().unwrap().clone()
+    }
+
+    fn call(&self, t: &Transfer) -> Call {
+        self.posted.lock().unwrap().push(t.guid.clone());
+        let call = self.calls.lock().unwrap().pop_front();
+        let mut call = call.unwrap_or_else(|| panic!("an unscripted call to the core: {t:?}"));
+        if let Some(f) = call.during.take() {
+            f();
+        }
+        call
+    }
+}
+
+impl Core for Scripted {
+    fn deadline(&self) -> Duration {
+        Duration::from_millis(200)
+    }
+
+    fn post_transfer(&self, t: &Transfer) -> Outcome {
+        self.call(t).outcome
+    }
+
+    fn post_transfer_keeping_late(
+        &self,
+        t: &Transfer,
+    ) -> (Outcome, Option<Box<dyn PendingAnswer>>) {
+        let call = self.call(t);
+        let pending = call.late.map(|answer| {
+            Box::new(Pending {
+                guid: t.guid.clone(),
+                answer,
+            }) as Box<dyn PendingAnswer>
+        });
+        (call.outcome, pending)
+    }
+}
+
+/// A timed-out call's answer, which comes when the test sends it.
+struct Pending {
+    guid: String,
+    answer: Receiver<Option<Outcome>>,
+}
+
+impl PendingAnswer for Pending {
+    fn guid(&self) -> &str {
+        &self.guid
+    }
+
+    fn wait(self: Box<Self>, until: Instant) -> Option<Outcome> {
+        let left = until.saturating_duration_since(Instant::now());
+        self.answer.recv_timeout(left).ok().flatten()
+    }
+}
+
+/// A fresh SQLite ledger in a temporary directory (kept while the `TempDir` lives).
+pub fn ledger() -> (tempfile::TempDir, Arc<Mutex<Ledger>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let l = Ledger::open(&dir.path().join("l.db")).unwrap();
+    (dir, Arc::new(Mutex::new(l)))
+}
+
+/// The transfer request of `guid`: 1500 from account 1 to account 2.
+pub fn request(guid: &str) -> Vec<u8> {
+    wire::encode_request(&Transfer {
+        guid: guid.into(),
+        from_account: "00000000000001".into(),
+        to_account: "00000000000002".into(),
+        amount: 1500,
+        memo: "rent".into(),
+    })
+    .unwrap()
+}
+
+/// The core's booking `core_ref` of 1500, as the reply carries it.
+pub fn booking(core_ref: &str) -> [u8; BOOKING_BODY_LEN] {
+    wire::booking_body(core_ref, 1500, "2026-12-02T09:30:12Z").unwrap()
+}
+
+/// The exact reply to `guid`'s request with `code` and, after it, `body`.
+pub fn reply(guid: &str, code: &str, body: &str) -> Vec<u8> {
+    format!("RTRNF{guid:<36}{code}{body}").into_bytes()
+}
+
+/// The booking body of `booking("C1")`, spelled out.
+pub const C1: &str = "C1                000000000150020261202093012";
+
+/// The row's state and attempts.
+pub fn state(store: &impl Store, guid: &str) -> (State, Option<i64>) {
+    let row = store.read(guid).unwrap().expect("a row");
+    (row.state, row.attempts)
+}
+
+/// Waiters for late answers to calls on `store`: 30 s each (the tests send the answers),
+/// 4 at once.
+pub fn late_replies(store: &Arc<Mutex<Ledger>>) -> Arc<LateReplies> {
+    Arc::new(LateReplies::new(store.clone(), Duration::from_secs(30), 4))
+}
+
+/// Late answers that arrived, and UNKNOWN rows they settled.
+pub fn late_counts(late: &LateReplies) -> (u64, u64) {
+    let c = &late.counts;
+    (
+        c.arrived.load(Ordering::Relaxed),
+        c.settled.load(Ordering::Relaxed),
+    )
+}
+
+/// Moves `guid` as another writer would (resolve, an operator): from `from` on `attempt`
+/// to `to` with `code` and the reply with `code` and `body`; it must land.
+pub fn settle(
+    store: &impl Store,
+    guid: &str,
+    (from, attempt): (State, i64),
+    to: State,
+    code: &str,
+    body: &str,
+) {
+    let response = reply(guid, code, body);
+    let code = code.as_bytes().try_into().expect("4 characters");
+    let change = Change::new(guid, from, Some(attempt), to, code, response).by("resolve");
+    assert!(store.transition(&change).unwrap(), "{change:?}");
+}
