@@ -1,9 +1,9 @@
 //! The one interface to the ledger, whatever holds it: everything the relay and the batch
 //! tools need (claims, guarded transitions, selections, counts, purge). Implemented for
-//! SQLite (`sqlite`: one connection under a lock, for the tools; `group_commit`: the relay's
-//! writer thread and read pool) and PostgreSQL (`postgres`: a pool of connections, each
-//! operation with a client-side deadline). The transfer path and the batch tools are written
-//! once against it.
+//! SQLite (`sqlite`, once over whatever holds its connections: one connection under a lock,
+//! for the tools; `group_commit`: the relay's writer thread and read pool) and PostgreSQL
+//! (`postgres`: a pool of connections, each operation with a client-side deadline). The
+//! transfer path and the batch tools are written once against it.
 //!
 //! Every change is ONE guarded statement whose row count decides; no implementation reads a
 //! row to decide a write.
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{LedgerError, Result};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 
 /// The GUID of `/healthz`'s probe row: spaces and a slash, so no channel can ever send it
@@ -73,6 +73,16 @@ pub(crate) fn backoff_base_secs(min_age_secs: u64) -> i64 {
     i64::try_from(min_age_secs)
         .unwrap_or(i64::MAX)
         .min(backoff_cap_secs())
+}
+
+/// The read half of the health round trip: the row the write just stamped must be there.
+pub(crate) fn health_read_back(at: Option<String>) -> Result<()> {
+    match at {
+        Some(_) => Ok(()),
+        None => Err(LedgerError::Writer(
+            "the health row written was not read back".into(),
+        )),
+    }
 }
 
 pub trait Store: Send + Sync {

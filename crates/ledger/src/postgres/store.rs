@@ -1,0 +1,246 @@
+//! The PostgreSQL `Store`: each operation one statement on a pooled connection, under the
+//! pool's client-side deadline.
+
+use super::sql::*;
+use super::{PgStore, attempts, int, limit, params, record};
+use crate::error::Result;
+use crate::state::{Change, Evidence, HistoryRow, Row, State};
+use crate::store::{
+    Durability, INQUIRY_BACKOFF_MAX_DOUBLINGS, InquiryRecord, Store, backoff_base_secs,
+    backoff_cap_secs, last_error_text,
+};
+
+impl Store for PgStore {
+    fn read(&self, guid: &str) -> Result<Option<Row>> {
+        Ok(self
+            .rows("reading a row", READ, params![guid.to_string()])?
+            .pop())
+    }
+
+    fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
+        let p = params![guid.to_string(), tx_code.to_string(), request.to_vec()];
+        let won = self.claim("claiming", move |c| {
+            let st = c.prepared(CLAIM_NEW)?;
+            Ok((c.client.execute(&st, &p.refs())? == 1).then_some(()))
+        })?;
+        Ok(won.is_some())
+    }
+
+    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {
+        let p = params![guid.to_string(), request.to_vec()];
+        self.claim_returning("re-claiming", RECLAIM_FAILED, p)
+    }
+
+    fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
+        let p = params![guid.to_string(), attempts(max_attempts)];
+        self.claim_returning("re-claiming", RECLAIM_FOR_RESEND, p)
+    }
+
+    fn transition(&self, c: &Change) -> Result<bool> {
+        let p = params![
+            c.guid.clone(),
+            c.from.as_str(),
+            c.to.as_str(),
+            c.code_str().to_string(),
+            c.response.clone(),
+            c.attempt.map(attempts),
+            c.min_age_secs.map(|s| s as f64),
+        ];
+        let n = if c.who.is_none() && c.reason.is_none() {
+            self.execute("recording a result", TRANSITION, p)?
+        } else {
+            let (who, why) = (c.who.clone(), c.reason.clone());
+            self.execute_as("recording a result", who, why, TRANSITION, p)?
+        };
+        Ok(n == 1)
+    }
+
+    fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
+        self.rows(
+            "selecting rows",
+            SELECT_AGED,
+            params![state.as_str(), min_age_secs as f64],
+        )
+    }
+
+    fn select_resendable(&self, max_attempts: i64, lim: Option<u64>) -> Result<Vec<Row>> {
+        self.rows(
+            "selecting rows",
+            SELECT_RESENDABLE,
+            params![attempts(max_attempts), limit(lim)],
+        )
+    }
+
+    fn select_due(&self, state: State, min_age_secs: u64, max_inquiries: u32) -> Result<Vec<Row>> {
+        self.rows(
+            "selecting rows",
+            SELECT_DUE,
+            params![
+                state.as_str(),
+                min_age_secs as f64,
+                i32::try_from(max_inquiries).unwrap_or(i32::MAX)
+            ],
+        )
+    }
+
+    fn record_inquiry_failure(
+        &self,
+        guid: &str,
+        error: &str,
+        min_age_secs: u64,
+    ) -> Result<InquiryRecord> {
+        let p = params![
+            guid.to_string(),
+            last_error_text(error).to_string(),
+            backoff_base_secs(min_age_secs),
+            backoff_cap_secs(),
+            INQUIRY_BACKOFF_MAX_DOUBLINGS as i32,
+        ];
+        self.pool.run("recording a failed inquiry", move |c| {
+            let st = c.prepared(RECORD_INQUIRY_FAILURE)?;
+            record(&c.client.query_one(&st, &p.refs())?)
+        })
+    }
+
+    fn clear_inquiry(&self, guid: &str) -> Result<bool> {
+        let p = params![guid.to_string()];
+        Ok(self.execute("clearing failed inquiries", CLEAR_INQUIRY, p)? == 1)
+    }
+
+    fn prune_inquiries(&self) -> Result<usize> {
+        let n = self.execute("pruning failed inquiries", PRUNE_INQUIRIES, params![])?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    fn needs_operator(&self, max_inquiries: u32) -> Result<Vec<InquiryRecord>> {
+        let max = i32::try_from(max_inquiries).unwrap_or(i32::MAX);
+        self.records(NEEDS_OPERATOR, params![max])
+    }
+
+    fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
+        self.records(INQUIRY_RECORDS, params![])
+    }
+
+    fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
+        self.rows("selecting rows", SELECT_PURGEABLE, params![int(days)])
+    }
+
+    fn purge_chunk(&self, days: u64, lim: usize) -> Result<usize> {
+        let p = params![int(days), i64::try_from(lim).unwrap_or(i64::MAX)];
+        let why = Some(format!("retention {days} days"));
+        let n = self.execute_as("purging", None, why, PURGE_CHUNK, p)?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    fn recent_bookings(&self, lim: usize) -> Result<Vec<Row>> {
+        self.rows(
+            "selecting rows",
+            RECENT_BOOKINGS,
+            params![i64::try_from(lim).unwrap_or(i64::MAX)],
+        )
+    }
+
+    fn all_rows(&self) -> Result<Vec<Row>> {
+        self.rows("reading the ledger", ALL_ROWS, params![])
+    }
+
+    fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
+        self.pool.run("counting rows", |c| {
+            let st = c.prepared(COUNT_BY_STATE)?;
+            Ok(c.client
+                .query(&st, &[])?
+                .iter()
+                .filter_map(|r| Some((r.get::<_, String>(0).parse().ok()?, r.get(1))))
+                .collect())
+        })
+    }
+
+    fn oldest_age_secs(&self, state: State) -> Result<Option<f64>> {
+        self.pool.run("sampling the ledger", move |c| {
+            let st = c.prepared(OLDEST_AGE)?;
+            c.client.query_one(&st, &[&state.as_str()])?.try_get(0)
+        })
+    }
+
+    /// The probe row inserted as a claim is, under the session's name, in a transaction that
+    /// is rolled back (its triggers fired, nothing kept); then the health row stamped and
+    /// read back.
+    fn health_round_trip(&self) -> Result<()> {
+        self.pool.run("probing the claim path", |c| {
+            let (probe, actor) = (c.prepared(HEALTH_PROBE)?, c.prepared(ACTOR)?);
+            let who = c.who.clone();
+            let mut t = c.client.transaction()?;
+            t.execute(&actor, &[&who, &None::<String>])?;
+            t.execute(&probe, &[&crate::store::HEALTH_PROBE_GUID])?;
+            t.rollback()
+        })?;
+        self.execute("writing the health row", TOUCH_HEALTH, params![])?;
+        let at = self.pool.run("reading the health row", |c| {
+            let st = c.prepared(READ_HEALTH)?;
+            c.client
+                .query_opt(&st, &[])?
+                .map(|r| r.try_get(0))
+                .transpose()
+        })?;
+        crate::store::health_read_back(at)
+    }
+
+    fn claims_first(&self) -> bool {
+        true
+    }
+
+    fn history(&self, guid: &str) -> Result<Vec<HistoryRow>> {
+        let guid = guid.to_string();
+        self.pool.run("reading the history", move |c| {
+            let st = c.prepared(HISTORY)?;
+            c.client
+                .query(&st, &[&guid])?
+                .iter()
+                .map(|r| {
+                    Ok(HistoryRow {
+                        id: r.try_get(0)?,
+                        guid: r.try_get(1)?,
+                        from_state: r.try_get(2)?,
+                        to_state: r.try_get(3)?,
+                        rsp_code: r.try_get(4)?,
+                        attempts: r.try_get::<_, Option<i32>>(5)?.map(i64::from),
+                        at: r.try_get(6)?,
+                        who: r.try_get(7)?,
+                        reason: r.try_get(8)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn record_evidence(&self, e: &Evidence) -> Result<()> {
+        let (guid, code, attempt, reason) = (
+            e.guid.clone(),
+            e.rsp_code.clone(),
+            attempts(e.attempt),
+            e.reason.clone(),
+        );
+        self.pool.run("recording evidence", move |c| {
+            let st = c.prepared(RECORD_EVIDENCE)?;
+            let who = c.who.clone();
+            c.client
+                .execute(&st, &[&guid, &code, &attempt, &who, &reason])
+                .map(|_| ())
+        })
+    }
+
+    fn purge_history_chunk(&self, days: u64, tx_days: u64, lim: usize) -> Result<usize> {
+        let p = params![
+            int(days),
+            i64::try_from(lim).unwrap_or(i64::MAX),
+            int(tx_days)
+        ];
+        let n = self.execute("purging history", PURGE_HISTORY_CHUNK, p)?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    /// The setting of every connection the pool may hold (opened at once if need be).
+    fn durability(&self) -> Result<Vec<Durability>> {
+        self.pool.durability_of_all()
+    }
+}

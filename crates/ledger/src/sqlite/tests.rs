@@ -1,0 +1,137 @@
+//! The SQLite ledger's own tests: opening, pragmas, the schema, reading rows made by hand.
+
+use super::*;
+
+fn temp() -> (tempfile::TempDir, Ledger) {
+    let dir = tempfile::tempdir().unwrap();
+    let l = Ledger::open(&dir.path().join("l.db")).unwrap();
+    (dir, l)
+}
+
+#[test]
+fn an_sqlite_uri_is_refused_as_a_ledger_path() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in [
+        "file:l.db?nolock=1",
+        "file:l.db?immutable=1",
+        "file:l.db?vfs=unix-none",
+    ] {
+        let p = dir.path().join(db);
+        // Relative, as an operator would type it; joined paths keep the prefix.
+        for path in [Path::new(db), p.as_path()] {
+            let e = Ledger::open(path).err();
+            if path.is_relative() {
+                assert!(matches!(e, Some(LedgerError::NotAPath(_))), "{db}: {e:?}");
+            }
+        }
+        assert!(matches!(
+            Ledger::open_existing(Path::new(db)).err(),
+            Some(LedgerError::NotAPath(_))
+        ));
+    }
+}
+
+#[test]
+fn read_only_open_changes_nothing_in_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("hand.db");
+    {
+        // A ledger made by hand from the contract's columns: rollback journal, no index,
+        // user_version 0.
+        let c = Connection::open(&p).unwrap();
+        c.execute_batch(
+            "CREATE TABLE tx (guid TEXT PRIMARY KEY, tx_code TEXT, state TEXT NOT NULL,
+             rsp_code TEXT, request BLOB, response BLOB, attempts INTEGER NOT NULL DEFAULT 0,
+             updated_at TEXT NOT NULL DEFAULT (datetime('now')));
+             INSERT INTO tx (guid, state) VALUES ('H', 'UNKNOWN');",
+        )
+        .unwrap();
+    }
+    let before = std::fs::read(&p).unwrap();
+    let l = Ledger::open_read_only(&p).unwrap();
+    assert_eq!(l.get("H").unwrap().unwrap().state, State::Unknown);
+    assert_eq!(l.count_by_state().unwrap(), vec![(State::Unknown, 1)]);
+    assert!(l.claim_new("G", "TRNF", b"x").is_err(), "read-only");
+    drop(l);
+    assert_eq!(std::fs::read(&p).unwrap(), before, "file unchanged");
+    assert!(
+        !dir.path().join("hand.db-wal").exists(),
+        "not switched to WAL"
+    );
+}
+
+/// The batch tools (resolve, reprocess, purge) open the ledger with `open_existing`: their
+/// writes must be as durable as the relay's.
+#[test]
+fn every_batch_tool_connection_is_wal_and_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("l.db");
+    drop(Ledger::open(&p).unwrap());
+    let d = Ledger::open_existing(&p).unwrap().durability().unwrap();
+    assert!(d.is_durable(), "{d:?}");
+    assert!(
+        matches!(d, Durability::Sqlite { synchronous: 2, .. }),
+        "FULL, not NORMAL: {d:?}"
+    );
+}
+
+#[test]
+fn state_round_trips() {
+    for s in State::ALL {
+        assert_eq!(s.as_str().parse::<State>().unwrap(), s);
+    }
+    assert!("DONEX".parse::<State>().is_err());
+}
+
+#[test]
+fn a_ledger_of_schema_version_1_gets_the_health_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("l.db");
+    Ledger::open(&p)
+        .unwrap()
+        .connection()
+        .execute_batch("DROP TABLE relay_health; PRAGMA user_version = 1;")
+        .unwrap();
+    let l = Ledger::open(&p).unwrap();
+    l.touch_health().unwrap();
+    assert!(l.read_health().unwrap().is_some());
+}
+
+#[test]
+fn open_sets_wal_full_and_is_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("l.db");
+    let a = Ledger::open(&p).unwrap();
+    let b = Ledger::open(&p).unwrap();
+    for l in [&a, &b] {
+        let mode: String = l
+            .connection()
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+    // The schema text itself is harmless twice.
+    a.connection().execute_batch(SCHEMA).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
+
+#[test]
+fn hand_made_rows_read_leniently() {
+    let (_d, l) = temp();
+    l.connection()
+        .execute_batch(
+            "INSERT INTO tx (guid, state, updated_at) VALUES ('H','DONE','2020-01-01 00:00:00');
+             INSERT INTO tx (guid, state, request, attempts) VALUES ('T','FAILED','text', 'x');",
+        )
+        .unwrap();
+    let h = l.get("H").unwrap().unwrap();
+    assert_eq!((h.request, h.response, h.rsp_code), (None, None, None));
+    let t = l.get("T").unwrap().unwrap();
+    assert_eq!(t.request.as_deref(), Some(&b"text"[..]));
+    assert_eq!(t.attempts, None);
+}
