@@ -32,16 +32,6 @@ pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
 /// The content type of `encode`'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Every state a row can be in, for `txrelay_ledger_rows` (a state with no row is 0, not
-/// missing).
-const STATES: [State; 5] = [
-    State::Received,
-    State::Sent,
-    State::Done,
-    State::Unknown,
-    State::Failed,
-];
-
 /// Core calls: half a millisecond to the 30 s the relay allows a call at most.
 const CORE_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -230,7 +220,8 @@ impl Metrics {
             ),
             registry: r,
         };
-        for state in STATES {
+        for state in State::ALL {
+            // Every state, so that one with no row is 0, not missing.
             m.rows.with_label_values(&[state.as_str()]).set(0);
         }
         // The relay's own codes exist from the start, so that a rate over them is defined
@@ -294,7 +285,8 @@ impl Metrics {
                 return Err(e);
             }
         };
-        for state in STATES {
+        for state in State::ALL {
+            // Every state, so that one with no row is 0, not missing.
             let n = counts
                 .iter()
                 .find(|(s, _)| *s == state)

@@ -24,17 +24,9 @@ enum Op {
 }
 
 const GUIDS: [&str; 3] = ["H-A", "H-B", "H-C"];
-const STATES: [State; 5] = [
-    State::Received,
-    State::Sent,
-    State::Done,
-    State::Unknown,
-    State::Failed,
-];
-
 fn op() -> impl Strategy<Value = Op> {
     let g = 0..GUIDS.len();
-    let st = proptest::sample::select(&STATES[..]);
+    let st = proptest::sample::select(&State::ALL[..]);
     prop_oneof![
         3 => g.clone().prop_map(Op::Claim),
         1 => g.clone().prop_map(Op::ReclaimFailed),
