@@ -8,7 +8,6 @@ mod duration;
 mod settle;
 mod view;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
@@ -120,34 +119,20 @@ struct SettleArgs {
     #[arg(long)]
     dry_run: bool,
     #[command(flatten)]
-    core: CoreArgs,
+    core: CoreFlags,
+    #[command(flatten)]
+    timeouts: CoreTimeouts,
 }
 
-/// Where `settle --not-booked` asks the core, as resolve does.
-#[derive(clap::Args, Debug)]
-struct CoreArgs {
+// Where `settle --not-booked` asks the core, as resolve does.
+cli::core_flags! {
+    env = "INSPECT_";
     /// With --not-booked: base URL of the core banking system.
-    #[arg(long, env = "INSPECT_CORE", default_value = "http://127.0.0.1:9201")]
-    core: String,
-    /// For an https:// core: trust the certificates in this PEM file instead of the system's
-    /// root certificates.
-    #[arg(long, env = "INSPECT_CORE_CA")]
-    core_ca: Option<PathBuf>,
-    /// For an https:// core: show this client certificate (PEM, leaf first) for mutual TLS;
-    /// with --core-key.
-    #[arg(long, env = "INSPECT_CORE_CERT", requires = "core_key")]
-    core_cert: Option<PathBuf>,
-    /// The private key (PEM) of --core-cert.
-    #[arg(long, env = "INSPECT_CORE_KEY", requires = "core_cert")]
-    core_key: Option<PathBuf>,
+    core;
     /// Time allowed to connect to the core.
-    #[arg(long, env = "INSPECT_CONNECT_TIMEOUT_MS", default_value_t = 1000,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    connect_timeout_ms: u64,
+    connect_timeout_ms;
     /// Time allowed for each later phase of the inquiry.
-    #[arg(long, env = "INSPECT_READ_TIMEOUT_MS", default_value_t = 5000,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    read_timeout_ms: u64,
+    read_timeout_ms;
 }
 
 fn parse_state(s: &str) -> Result<State, String> {
