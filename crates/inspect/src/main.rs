@@ -69,8 +69,8 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct ListArgs {
-    /// RECEIVED, SENT, DONE, UNKNOWN or FAILED.
-    #[arg(long, value_parser = parse_state)]
+    // Help: "RECEIVED, SENT, DONE, UNKNOWN or FAILED", from the ledger's list.
+    #[arg(long, value_parser = parse_state, help = one_of_the_states())]
     state: State,
     /// Only rows unchanged for at least this long: 90s, 15m, 2h, 1d, 1h30m.
     #[arg(long, value_parser = duration::parse_secs, value_name = "DURATION")]
@@ -133,6 +133,13 @@ cli::core_flags! {
     connect_timeout_ms;
     /// Time allowed for each later phase of the inquiry.
     read_timeout_ms;
+}
+
+/// `State::ALL` in words: "RECEIVED, SENT, … or FAILED".
+fn one_of_the_states() -> String {
+    let names: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
+    let (last, rest) = names.split_last().expect("the ledger has states");
+    format!("{} or {last}", rest.join(", "))
 }
 
 fn parse_state(s: &str) -> Result<State, String> {
