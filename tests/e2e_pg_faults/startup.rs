@@ -20,18 +20,18 @@ fn a_relay_started_while_the_server_is_down_refuses_with_one_line_then_starts() 
     let r = relay_refusing(&db, &core_proc.url(), Duration::from_secs(40));
     eprintln!(
         "startup, server down: {:?} after {} ms: {}",
-        r.status,
-        ms(r.elapsed),
-        r.stderr.trim()
+        r.code,
+        ms(r.took()),
+        r.stderr().trim()
     );
     assert_refused(&r, "server down", PASSWORD);
     assert!(
-        r.elapsed <= CALL_LIMIT,
+        r.took() <= CALL_LIMIT,
         "refusing took {:?}: the server refuses connections",
-        r.elapsed
+        r.took()
     );
     assert!(
-        r.stderr.contains("postgres://postgres:***@127.0.0.1:"),
+        r.stderr().contains("postgres://postgres:***@127.0.0.1:"),
         "{r:?}"
     );
 

@@ -116,13 +116,13 @@ fn refuses(db: &str, core: &(Proc, CoreHttp), what: &str) -> String {
     let r = relay_refusing(db, &core.0.url(), Duration::from_secs(40));
     eprintln!(
         "tls: {what}: {:?} after {} ms: {}",
-        r.status,
-        ms(r.elapsed),
-        r.stderr.trim()
+        r.code,
+        ms(r.took()),
+        r.stderr().trim()
     );
     assert_refused(&r, what, ROLE_PASSWORD);
-    assert!(r.elapsed <= CALL_LIMIT, "{what}: took {:?}", r.elapsed);
-    r.stderr.trim().to_string()
+    assert!(r.took() <= CALL_LIMIT, "{what}: took {:?}", r.took());
+    r.stderr().trim().to_string()
 }
 
 fn write(dir: &Path, name: &str, content: &str) -> String {

@@ -1,8 +1,9 @@
 //! What the tools share in talking to people: the `main` they all have (logging, the run, the
 //! one-line fatal error, the exit code), their exit codes, and how a run's summary is printed
-//! (one line, or one JSON object with `--json`). The ledger library returns values; this
-//! crate turns them into text.
+//! (one line, or one JSON object with `--json`), and the flags they share (`flags`, each
+//! written once). The ledger library returns values; this crate turns them into text.
 
+pub mod flags;
 mod logging;
 mod metrics_file;
 mod report;
@@ -11,6 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+pub use flags::{Core, JsonFlag};
 pub use logging::{LogFormat, stderr_line};
 pub use metrics_file::RunCounts;
 pub use report::{DryRun, Listed, Report, print_report};

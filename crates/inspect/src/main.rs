@@ -8,7 +8,6 @@ mod duration;
 mod settle;
 mod view;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
@@ -70,8 +69,8 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct ListArgs {
-    /// RECEIVED, SENT, DONE, UNKNOWN or FAILED.
-    #[arg(long, value_parser = parse_state)]
+    // Help: "RECEIVED, SENT, DONE, UNKNOWN or FAILED", from the ledger's list.
+    #[arg(long, value_parser = parse_state, help = one_of_the_states())]
     state: State,
     /// Only rows unchanged for at least this long: 90s, 15m, 2h, 1d, 1h30m.
     #[arg(long, value_parser = duration::parse_secs, value_name = "DURATION")]
@@ -120,34 +119,27 @@ struct SettleArgs {
     #[arg(long)]
     dry_run: bool,
     #[command(flatten)]
-    core: CoreArgs,
+    core: CoreFlags,
+    #[command(flatten)]
+    timeouts: CoreTimeouts,
 }
 
-/// Where `settle --not-booked` asks the core, as resolve does.
-#[derive(clap::Args, Debug)]
-struct CoreArgs {
+// Where `settle --not-booked` asks the core, as resolve does.
+cli::core_flags! {
+    env = "INSPECT_";
     /// With --not-booked: base URL of the core banking system.
-    #[arg(long, env = "INSPECT_CORE", default_value = "http://127.0.0.1:9201")]
-    core: String,
-    /// For an https:// core: trust the certificates in this PEM file instead of the system's
-    /// root certificates.
-    #[arg(long, env = "INSPECT_CORE_CA")]
-    core_ca: Option<PathBuf>,
-    /// For an https:// core: show this client certificate (PEM, leaf first) for mutual TLS;
-    /// with --core-key.
-    #[arg(long, env = "INSPECT_CORE_CERT", requires = "core_key")]
-    core_cert: Option<PathBuf>,
-    /// The private key (PEM) of --core-cert.
-    #[arg(long, env = "INSPECT_CORE_KEY", requires = "core_cert")]
-    core_key: Option<PathBuf>,
+    core;
     /// Time allowed to connect to the core.
-    #[arg(long, env = "INSPECT_CONNECT_TIMEOUT_MS", default_value_t = 1000,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    connect_timeout_ms: u64,
+    connect_timeout_ms;
     /// Time allowed for each later phase of the inquiry.
-    #[arg(long, env = "INSPECT_READ_TIMEOUT_MS", default_value_t = 5000,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    read_timeout_ms: u64,
+    read_timeout_ms;
+}
+
+/// `State::ALL` in words: "RECEIVED, SENT, … or FAILED".
+fn one_of_the_states() -> String {
+    let names: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
+    let (last, rest) = names.split_last().expect("the ledger has states");
+    format!("{} or {last}", rest.join(", "))
 }
 
 fn parse_state(s: &str) -> Result<State, String> {

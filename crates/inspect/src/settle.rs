@@ -16,11 +16,8 @@
 //! that is not settled by hand, a stored request that cannot carry a reply, a canary that
 //! failed or is missing, an inquiry that did not answer 404, a row that changed meanwhile), one line on stderr, nothing written.
 
-use std::time::Duration;
-
 use clap::error::ErrorKind;
 use cli::{EXIT_FATAL, EXIT_SETTLED};
-use core_client::tls::TlsFiles;
 use core_client::{CoreClient, Inquiry};
 use engine::transfer::STALE_SENT_FLOOR;
 use ledger::{Access, Change, Db, State, Store};
@@ -31,7 +28,7 @@ use wire::{self, BOOKING_BODY_LEN, Transfer};
 use engine::batch::{self, Canary, stored_transfer};
 
 use crate::view::{ReplyView, rfc3339_of_reply_time};
-use crate::{CoreArgs, SettleArgs, usage_error};
+use crate::{SettleArgs, usage_error};
 
 /// What the operator says about the GUID.
 enum Decision {
@@ -41,7 +38,7 @@ enum Decision {
         body: [u8; BOOKING_BODY_LEN],
     },
     /// The core never booked it; `force`: even if its inquiry does not answer 404.
-    NotBooked { force: bool, core: CoreArgs },
+    NotBooked { force: bool, core: cli::Core },
 }
 
 /// A settlement as the flags give it, checked as far as it can be without the ledger.
@@ -78,7 +75,7 @@ impl Order {
         } else {
             Decision::NotBooked {
                 force: a.force,
-                core: a.core,
+                core: a.core.with(&a.timeouts),
             }
         };
         Order {
@@ -191,16 +188,7 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
             (State::Done, wire::OK, Some(body), o.reason, None)
         }
         Decision::NotBooked { force, core } => {
-            let client = CoreClient::with_tls(
-                &core.core,
-                Duration::from_millis(core.connect_timeout_ms),
-                Duration::from_millis(core.read_timeout_ms),
-                &TlsFiles {
-                    ca: core.core_ca,
-                    cert: core.core_cert,
-                    key: core.core_key,
-                },
-            )?;
+            let client = core.client()?;
             let doubt = doubt(ledger.as_ref(), &client, &transfer, request)?;
             match doubt {
                 None => (

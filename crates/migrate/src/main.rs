@@ -25,9 +25,8 @@ struct Args {
     /// The PostgreSQL ledger to copy into (postgres://…; its schema is applied).
     #[arg(long, env = "MIGRATE_TO", hide_env_values = true)]
     to: String,
-    /// Print the summary as one JSON object.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: cli::JsonFlag,
 }
 
 fn main() -> ExitCode {
@@ -63,5 +62,5 @@ fn run(args: Args) -> anyhow::Result<u8> {
     } else {
         drop(source);
     }
-    Ok(print_report("migrate", &summary, args.json))
+    Ok(print_report("migrate", &summary, args.json.json))
 }

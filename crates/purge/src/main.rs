@@ -9,13 +9,19 @@ use cli::{DryRun, print_report};
 use engine::batch;
 use ledger::Access;
 
+cli::db_flag! { env = "PURGE_"; }
+
+cli::batch_output_flags! {
+    env = "PURGE_";
+    /// List the rows that would be deleted; no write.
+}
+
 /// Deletes DONE rows last changed more than --days days ago.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The ledger: the relay's SQLite file, or a postgres:// URL.
-    #[arg(long, env = "PURGE_DB", hide_env_values = true)]
-    db: String,
+    #[command(flatten)]
+    ledger: DbFlag,
     /// Retention in days; must exceed the longest time a channel may resend a GUID (a
     /// resend after the purge books again). At least 1 unless --force.
     #[arg(long, env = "PURGE_DAYS")]
@@ -28,19 +34,8 @@ struct Args {
     /// than --days; a row in doubt keeps its whole history.
     #[arg(long, env = "PURGE_HISTORY_DAYS", value_parser = clap::value_parser!(u64).range(1..))]
     history_days: Option<u64>,
-    /// List the rows that would be deleted; no write.
-    #[arg(long)]
-    dry_run: bool,
-    /// Print the summary as one JSON object.
-    #[arg(long)]
-    json: bool,
-    /// Log lines on stderr: text, or one JSON object a line.
-    #[arg(long, env = "PURGE_LOG_FORMAT", value_enum, default_value_t = cli::LogFormat::Text)]
-    log_format: cli::LogFormat,
-    /// Also write the run's counts and exit code to this file, in the Prometheus text
-    /// format (for node_exporter's textfile collector); replaced atomically. Not on --dry-run.
-    #[arg(long, env = "PURGE_METRICS_FILE")]
-    metrics_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    output: BatchOutput,
 }
 
 fn main() -> ExitCode {
@@ -54,10 +49,7 @@ fn main() -> ExitCode {
             )
             .exit();
     }
-    let metrics_file = args.metrics_file.clone().filter(|_| !args.dry_run);
-    cli::batch_main("purge", args.log_format, metrics_file, |counts| {
-        run(args, counts)
-    })
+    BatchOutput::main("purge", args, |a| &a.output, run)
 }
 
 fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
@@ -69,18 +61,18 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
              later would be booked again",
         );
     }
-    let db = cli::db_arg::<Args>(&args.db);
+    let db = cli::db_arg::<Args>(&args.ledger.db);
     let ledger = db.open(Access::Tool, "purge")?;
-    if args.dry_run {
+    if args.output.dry_run {
         let rows = ledger.select_purgeable(args.days)?;
         return Ok(print_report(
             "purge",
             &DryRun::new("purge", &rows),
-            args.json,
+            args.output.json(),
         ));
     }
     let summary = batch::purge(ledger.as_ref(), args.days, args.history_days)
         .with_context(|| format!("ledger {}", db))?;
     counts.record(&summary);
-    Ok(print_report("purge", &summary, args.json))
+    Ok(print_report("purge", &summary, args.output.json()))
 }

@@ -2,7 +2,6 @@
 
 use std::io::Write;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::thread;
 use std::time::Duration;
@@ -10,45 +9,42 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
-use core_client::tls::TlsFiles;
 use engine::server::{Config, Relay};
 use engine::transfer::{MAX_CORE_DEADLINE, STALE_SENT_FLOOR};
 use log::info;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+cli::db_flag! {
+    env = "RELAY_";
+    /// The ledger: an SQLite file (created if missing) or a postgres:// URL.
+}
+
+cli::core_flags! {
+    env = "RELAY_";
+    /// Base URL of the core banking system.
+    core;
+    /// Time allowed to establish the connection to the core; on expiry: E902/FAILED.
+    connect_timeout_ms;
+    /// Time allowed for each later phase of the core call; on expiry: E901/UNKNOWN.
+    read_timeout_ms;
+}
+
+cli::log_format_flag! { env = "RELAY_"; }
+
 /// Relays bank transfer requests to the core at most once per GUID.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The ledger: an SQLite file (created if missing) or a postgres:// URL.
-    #[arg(long, env = "RELAY_DB", hide_env_values = true)]
-    db: String,
+    #[command(flatten)]
+    ledger: DbFlag,
     /// Where channels connect. Port 0 picks a free port.
     #[arg(long, env = "RELAY_LISTEN", default_value = "127.0.0.1:9200")]
     listen: String,
-    /// Base URL of the core banking system.
-    #[arg(long, env = "RELAY_CORE", default_value = "http://127.0.0.1:9201")]
-    core: String,
-    /// For an https:// core: trust the certificates in this PEM file instead of the system's
-    /// root certificates.
-    #[arg(long, env = "RELAY_CORE_CA")]
-    core_ca: Option<PathBuf>,
-    /// For an https:// core: show this client certificate (PEM, leaf first) for mutual TLS;
-    /// with --core-key.
-    #[arg(long, env = "RELAY_CORE_CERT", requires = "core_key")]
-    core_cert: Option<PathBuf>,
-    /// The private key (PEM) of --core-cert.
-    #[arg(long, env = "RELAY_CORE_KEY", requires = "core_cert")]
-    core_key: Option<PathBuf>,
-    /// Time allowed to establish the connection to the core; on expiry: E902/FAILED.
-    #[arg(long, env = "RELAY_CONNECT_TIMEOUT_MS", default_value_t = 1000,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    connect_timeout_ms: u64,
-    /// Time allowed for each later phase of the core call; on expiry: E901/UNKNOWN.
-    #[arg(long, env = "RELAY_READ_TIMEOUT_MS", default_value_t = 5000,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    read_timeout_ms: u64,
+    #[command(flatten)]
+    core: CoreFlags,
+    #[command(flatten)]
+    timeouts: CoreTimeouts,
     /// Time allowed for a frame from its first byte; on expiry the connection is closed.
     #[arg(long, env = "RELAY_FRAME_TIMEOUT_MS", default_value_t = 5000,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -76,17 +72,19 @@ struct Args {
     /// 127.0.0.1:9300. Off unless given.
     #[arg(long, env = "RELAY_ADMIN")]
     admin: Option<String>,
-    /// Log lines on stderr: text, or one JSON object a line.
-    #[arg(long, env = "RELAY_LOG_FORMAT", value_enum, default_value_t = cli::LogFormat::Text)]
-    log_format: cli::LogFormat,
+    #[command(flatten)]
+    log: LogFormatFlag,
 }
 
 impl Args {
     /// The core call as a whole is bounded by connect + read timeout; resolve's stale-sent
     /// floor relies on that bound staying well below it.
     fn check(self) -> Args {
-        let call =
-            Duration::from_millis(self.connect_timeout_ms.saturating_add(self.read_timeout_ms));
+        let (connect_ms, read_ms) = (
+            self.timeouts.connect_timeout_ms,
+            self.timeouts.read_timeout_ms,
+        );
+        let call = Duration::from_millis(connect_ms.saturating_add(read_ms));
         if call > MAX_CORE_DEADLINE {
             Args::command()
                 .error(
@@ -95,8 +93,8 @@ impl Args {
                         "--connect-timeout-ms {} + --read-timeout-ms {} exceeds {} ms: a core \
                          call may take at most that long, so that resolve --stale-sent (at \
                          least {} s) never settles a row whose call is still running",
-                        self.connect_timeout_ms,
-                        self.read_timeout_ms,
+                        connect_ms,
+                        read_ms,
                         MAX_CORE_DEADLINE.as_millis(),
                         STALE_SENT_FLOOR.as_secs()
                     ),
@@ -109,20 +107,17 @@ impl Args {
 
 fn main() -> ExitCode {
     let args = Args::parse().check();
-    cli::main_logged("relay", args.log_format, || run(args))
+    cli::main_logged("relay", args.log.log_format, || run(args))
 }
 
 fn run(args: Args) -> anyhow::Result<u8> {
+    let core = args.core.with(&args.timeouts);
     let config = Config {
         listen: args.listen,
-        core_url: args.core,
-        core_tls: TlsFiles {
-            ca: args.core_ca,
-            cert: args.core_cert,
-            key: args.core_key,
-        },
-        connect_timeout: Duration::from_millis(args.connect_timeout_ms),
-        read_timeout: Duration::from_millis(args.read_timeout_ms),
+        core_url: core.url,
+        core_tls: core.tls,
+        connect_timeout: core.connect_timeout,
+        read_timeout: core.read_timeout,
         frame_timeout: Duration::from_millis(args.frame_timeout_ms),
         idle_timeout: Duration::from_secs(args.idle_timeout_secs),
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
@@ -131,7 +126,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
         late_reply: Duration::from_millis(args.late_reply_ms),
         max_late_replies: usize::try_from(args.max_late_replies).unwrap_or(usize::MAX),
     };
-    let db = cli::db_arg::<Args>(&args.db);
+    let db = cli::db_arg::<Args>(&args.ledger.db);
     let mut relay = Relay::start(&db, config).context("cannot start")?;
     if let Some(admin) = &args.admin {
         relay.start_admin(admin).context("cannot start")?;

@@ -1,6 +1,7 @@
 //! What the test tools (`coresim`'s tests, `chan`, `chaos`, `loadgen`) and the end-to-end
 //! tests share, written once: the channel client (`channel`), an HTTP client for the core
-//! simulator (`core_http`), finding and spawning the workspace's binaries (`spawn`), temp
+//! simulator (`core_http`), finding and spawning the workspace's binaries (`spawn`), the
+//! processes a test starts, killed when dropped, or run to their end (`process`), temp
 //! ledgers (`temp_ledger`), free ports (`net`), throwaway PostgreSQL servers (`pg`), a TCP
 //! proxy that fails the way a network does (`proxy`) and, for TLS tests, a server
 //! configuration (`tls`) and throwaway certificate authorities (`pki`).
@@ -11,6 +12,7 @@ pub mod net;
 pub mod pg;
 #[cfg(feature = "pki")]
 pub mod pki;
+pub mod process;
 pub mod proxy;
 pub mod spawn;
 pub mod temp_ledger;

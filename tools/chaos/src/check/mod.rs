@@ -1,9 +1,18 @@
 //! After the run: the ledger, the core's books and what every channel was told, held against
 //! each other. Each finding names its GUID and carries its evidence.
+//!
+//! Here the checks of every send and row, (a) to (f); the check of the rows late replies
+//! settled, (h), in `late_replies`; the evidence printed with a finding in `evidence`.
+
+mod evidence;
+mod late_replies;
+#[cfg(test)]
+mod tests;
+
+pub use self::evidence::evidence;
+pub use self::late_replies::late;
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::thread;
 
@@ -12,7 +21,6 @@ use serde_json::Value;
 use testkit::CoreHttp;
 
 use crate::channel::{Answer, Kind, Sent, implies_row};
-use crate::late::Settled;
 use crate::plan::Memo;
 
 /// One broken promise.
@@ -306,65 +314,6 @@ pub fn run(
     c
 }
 
-/// (h) Every row a late reply settled, as the relays logged it: DONE (final) with the code
-/// and on the attempt the log line names, settled once, and if a booking, booked once by the
-/// core. `settled`: every relay's settled lines, all starts.
-pub fn late(c: &mut Checks, settled: &[Settled], rows: &[Row], by_guid: &BTreeMap<String, u64>) {
-    let by_row: HashMap<&str, &Row> = rows.iter().map(|r| (r.guid.as_str(), r)).collect();
-    let mut seen: HashMap<&str, &Settled> = HashMap::new();
-    for s in settled {
-        c.case(H);
-        let g = s.guid.as_str();
-        if let Some(before) = seen.insert(g, s) {
-            c.fail(
-                H,
-                g,
-                format!(
-                    "settled by a late reply twice: {} on attempt {}, then {} on attempt {}",
-                    before.code, before.attempt, s.code, s.attempt
-                ),
-            );
-            continue;
-        }
-        let Some(row) = by_row.get(g) else {
-            c.fail(
-                H,
-                g,
-                format!(
-                    "a late reply settled it ({}), but the ledger has no row",
-                    s.code
-                ),
-            );
-            continue;
-        };
-        let code = row.rsp_code.as_deref().unwrap_or("-");
-        if row.state != State::Done || code != s.code || row.attempts != Some(s.attempt) {
-            c.fail(
-                H,
-                g,
-                format!(
-                    "a late reply settled it DONE {} on attempt {}, but the row is {} {code} \
-                     (attempts {:?})",
-                    s.code, s.attempt, row.state, row.attempts
-                ),
-            );
-            continue;
-        }
-        let booked = by_guid.get(g).copied().unwrap_or(0);
-        let want = u64::from(s.code == "0000");
-        if booked != want {
-            c.fail(
-                H,
-                g,
-                format!(
-                    "a late reply settled it DONE {}, but the core booked it {booked} times",
-                    s.code
-                ),
-            );
-        }
-    }
-}
-
 fn check_reply(c: &mut Checks, s: &Sent) {
     let g = s.req.guid.as_str();
     let reply = match &s.answer {
@@ -440,146 +389,5 @@ fn check_reply(c: &mut Checks, s: &Sent) {
     // not read the row either; it called nothing and changed nothing.
     if s.kind == Kind::OtherAmount && s.row_known && !matches!(r.code.as_str(), "E904" | "E905") {
         bad("another amount under a GUID with a row was not answered E904 (nor E905)".into());
-    }
-}
-
-/// Lines that mention `guid` as a whole word, from the run's files: the evidence. With
-/// `relays` above 1, each send says which relay it went to (`relay1` …).
-pub fn evidence(
-    guid: &str,
-    files: &[PathBuf],
-    sents: &[Sent],
-    relays: usize,
-    max: usize,
-) -> String {
-    let mut out = String::new();
-    let mut n = 0;
-    for s in sents.iter().filter(|s| s.req.guid == guid) {
-        let answer = match &s.answer {
-            Answer::Reply(r) => format!("reply {:?}", String::from_utf8_lossy(r)),
-            Answer::NoReply(why) => format!("no reply ({why})"),
-            Answer::Timeout => "no reply (timeout)".to_string(),
-            Answer::Garbage(what) => format!("bad frame ({what})"),
-        };
-        let relay = if relays > 1 {
-            format!(" relay{}", s.relay + 1)
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            out,
-            "      chan {} {:?}{relay} t={:.3}s amount-msg {:?}: {answer}",
-            s.channel,
-            s.kind,
-            s.at,
-            String::from_utf8_lossy(&s.req.msg[73..86])
-        );
-    }
-    for f in files {
-        let Ok(text) = std::fs::read_to_string(f) else {
-            continue;
-        };
-        let name = f
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default();
-        for line in text.lines().filter(|l| mentions(l, guid)) {
-            if n >= max {
-                let _ = writeln!(out, "      … (more in {})", f.display());
-                return out;
-            }
-            n += 1;
-            let _ = writeln!(out, "      {name}: {line}");
-        }
-    }
-    out
-}
-
-fn mentions(line: &str, guid: &str) -> bool {
-    let is_guid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    line.match_indices(guid).any(|(i, _)| {
-        let before = line[..i].chars().next_back();
-        let after = line[i + guid.len()..].chars().next();
-        !before.is_some_and(is_guid) && !after.is_some_and(is_guid)
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mentions_whole_guids_only() {
-        assert!(mentions("guid=c001-000012 code=0000", "c001-000012"));
-        assert!(mentions("{\"guid\":\"c001-000012\"}", "c001-000012"));
-        assert!(!mentions("guid=c001-000012ab code", "c001-000012"));
-        assert!(!mentions("guid=xc001-000012", "c001-000012"));
-    }
-
-    fn row(guid: &str, state: State, code: &str, attempts: i64) -> Row {
-        Row {
-            guid: guid.into(),
-            tx_code: Some("TRNF".into()),
-            state,
-            rsp_code: Some(code.into()),
-            request: None,
-            response: None,
-            attempts: Some(attempts),
-            updated_at: String::new(),
-        }
-    }
-
-    fn settled(guid: &str, code: &str, attempt: i64) -> Settled {
-        Settled {
-            guid: guid.into(),
-            code: code.into(),
-            attempt,
-        }
-    }
-
-    #[test]
-    fn late_settled_rows_are_done_as_logged_and_booked_once() {
-        let rows = [
-            row("g1", State::Done, "0000", 1),
-            row("g2", State::Done, "B001", 2),
-            row("g3", State::Unknown, "E901", 1),
-            row("g4", State::Done, "0000", 2),
-            row("g5", State::Done, "0000", 1),
-        ];
-        let by_guid: BTreeMap<String, u64> = [("g1", 1), ("g4", 1), ("g5", 2)]
-            .into_iter()
-            .map(|(g, n)| (g.to_string(), n))
-            .collect();
-        let mut c = Checks::default();
-        late(
-            &mut c,
-            &[settled("g1", "0000", 1), settled("g2", "B001", 2)],
-            &rows,
-            &by_guid,
-        );
-        assert_eq!((c.examined[H], c.failed(H)), (2, 0));
-
-        let mut c = Checks::default();
-        late(
-            &mut c,
-            &[
-                settled("g3", "0000", 1), // the row is not DONE
-                settled("g4", "0000", 1), // another attempt
-                settled("g5", "0000", 1), // booked twice
-                settled("g6", "0000", 1), // no row
-                settled("g1", "0000", 1),
-                settled("g1", "0000", 1), // settled twice
-            ],
-            &rows,
-            &by_guid,
-        );
-        let bad: Vec<&str> = c.violations.iter().map(|v| v.guid.as_str()).collect();
-        assert_eq!(bad, ["g3", "g4", "g5", "g6", "g1"]);
-        assert_eq!(c.examined[H], 6);
-    }
-
-    #[test]
-    fn compacts_rfc3339() {
-        assert_eq!(compact("2026-12-02T09:30:12Z"), "20261202093012");
     }
 }

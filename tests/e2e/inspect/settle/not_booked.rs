@@ -1,0 +1,292 @@
+//! `settle --not-booked`: FAILED/E902 only while the core's inquiry answers 404 and that
+//! core knows the ledger's newest booking (the canary), then reprocess books it once;
+//! otherwise refused, unless `--force`.
+
+use super::*;
+
+#[test]
+fn not_booked_while_the_core_answers_404_then_reprocess_books_it_once() {
+    skip_if_unavailable!();
+    let m = msg("G-ST-NOT", 40, "");
+    let s = Scene::new()
+        .core(&[])
+        .relay(&[])
+        .row(RowSpec::unknown(&m).age(OLD))
+        .build();
+    booked_canary(&s, "G-ST-NOT-CANARY");
+    assert_eq!(s.core().inquiry("G-ST-NOT"), None, "never booked");
+    let core = s.core().url();
+
+    let r = settle(
+        &s.db,
+        "G-ST-NOT",
+        &["--not-booked", "--core", &core],
+        "core ops: never arrived (ticket 7)",
+        "carol",
+    );
+    r.expect_code(EXIT_SETTLED);
+    assert_eq!(
+        r.stdout(),
+        "settle G-ST-NOT: UNKNOWN -> FAILED/E902 (if state UNKNOWN, attempts 1, unchanged for \
+         60 s), by operator:carol, reason: core ops: never arrived (ticket 7)\n\
+         inquiry: 404 (never booked)\n\
+         reply: E902 (header only)\n\
+         written\n"
+    );
+    assert_failed_e902(&s.db, &m, 1);
+    let last = history(&s.db, "G-ST-NOT").pop().unwrap();
+    assert_eq!(
+        (last.who.as_str(), last.reason.as_deref()),
+        ("operator:carol", Some("core ops: never arrived (ticket 7)"))
+    );
+
+    // Now reprocess may resend it: booked once, and a resend gets the booking.
+    let r = s.reprocess(&["--max-attempts", "3", "--json"]);
+    r.expect_code(EXIT_SETTLED);
+    assert_counts(&r.json(), &[("sent", 1), ("done", 1)]);
+    let reply = assert_done_as_booked(&s.db, s.core(), &m);
+    assert_eq!(s.db.row("G-ST-NOT").unwrap().attempts, Some(2));
+    assert_eq!(s.call(&m), reply);
+    s.reprocess(&["--max-attempts", "3"])
+        .expect_code(EXIT_SETTLED);
+    assert_eq!(s.core().bookings("G-ST-NOT"), 1);
+}
+
+#[test]
+fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
+    skip_if_unavailable!();
+    let m = msg("G-ST-YES", 50, "");
+    let down = msg("G-ST-DOWN", 51, "");
+    let s = Scene::new()
+        .core(&[])
+        .rows([
+            RowSpec::unknown(&m).age(OLD),
+            RowSpec::unknown(&down).age(OLD),
+        ])
+        .build();
+    s.core().book(&m);
+    booked_canary(&s, "G-ST-YES-CANARY");
+    let core = s.core().url();
+    let before = rows_by_guid(&s.db);
+
+    // The core booked it: refused, with the booking to settle --booked with.
+    let r = settle(
+        &s.db,
+        "G-ST-YES",
+        &["--not-booked", "--core", &core],
+        "r",
+        "dave",
+    );
+    assert_refused(
+        &r,
+        "G-ST-YES",
+        "the core's inquiry answers 200: it booked this GUID",
+    );
+    let booking = s.core().inquiry("G-ST-YES").unwrap();
+    assert!(
+        r.stderr().contains(booking["core_ref"].as_str().unwrap()),
+        "{}",
+        r.stderr()
+    );
+    // The core cannot be asked: refused too (nothing proves "never booked").
+    let dead = dead_url();
+    let r = settle(
+        &s.db,
+        "G-ST-DOWN",
+        &["--not-booked", "--core", &dead],
+        "r",
+        "dave",
+    );
+    assert_refused(
+        &r,
+        "G-ST-DOWN",
+        "canary inquiry about booked GUID G-ST-YES-CANARY failed",
+    );
+    // A dry run refuses alike.
+    let r = settle(
+        &s.db,
+        "G-ST-YES",
+        &["--not-booked", "--core", &core, "--dry-run"],
+        "r",
+        "dave",
+    );
+    assert_refused(&r, "G-ST-YES", "answers 200");
+    assert_eq!(rows_by_guid(&s.db), before, "nothing changed");
+
+    // --force: settled, and the reason says it was forced and what the core said.
+    let r = settle(
+        &s.db,
+        "G-ST-DOWN",
+        &["--not-booked", "--core", &dead, "--force", "--json"],
+        "core ops say it never arrived; inquiry service down",
+        "dave",
+    );
+    r.expect_code(EXIT_SETTLED);
+    let j = r.json();
+    let reason = j["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(
+            "core ops say it never arrived; inquiry service down; forced without a 404 \
+             (canary inquiry about booked GUID G-ST-YES-CANARY failed ("
+        ),
+        "{reason}"
+    );
+    assert_failed_e902(&s.db, &down, 1);
+    let last = history(&s.db, "G-ST-DOWN").pop().unwrap();
+    assert_eq!(last.who, "operator:dave");
+    assert_eq!(last.reason.as_deref(), Some(reason));
+
+    let r = settle(
+        &s.db,
+        "G-ST-YES",
+        &["--not-booked", "--core", &core, "--force"],
+        "the operator knows better",
+        "dave",
+    );
+    r.expect_code(EXIT_SETTLED);
+    assert_failed_e902(&s.db, &m, 1);
+    let reason = history(&s.db, "G-ST-YES").pop().unwrap().reason.unwrap();
+    assert!(
+        reason.starts_with(
+            "the operator knows better; forced without a 404 (the core's inquiry answers 200"
+        ),
+        "{reason}"
+    );
+}
+
+#[test]
+fn not_booked_believes_a_404_only_from_the_core_that_knows_our_bookings() {
+    skip_if_unavailable!();
+    // G-CN-LOST: booked at core A, its reply lost (UNKNOWN); G-CN-NEVER: never booked.
+    let lost = msg("G-CN-LOST", 90, "");
+    let never = msg("G-CN-NEVER", 91, "");
+    let s = Scene::new()
+        .core(&[])
+        .rows([
+            RowSpec::unknown(&lost).age(OLD),
+            RowSpec::unknown(&never).age(OLD),
+        ])
+        .build();
+    booked_canary(&s, "G-CN-CANARY");
+    s.core().book(&lost);
+    let a = s.core().url();
+    // Core B: another environment's, which knows none of our bookings.
+    let b = Core::start(&[]);
+    let before = rows_by_guid(&s.db);
+    let history_before = history(&s.db, "G-CN-LOST");
+
+    // At B, G-CN-LOST's inquiry would answer 404: refused, by dry run and for real.
+    for extra in [&["--dry-run"][..], &[]] {
+        let r = settle(
+            &s.db,
+            "G-CN-LOST",
+            &[&["--not-booked", "--core", &b.url()][..], extra].concat(),
+            "core ops: never arrived",
+            "hana",
+        );
+        assert_refused(
+            &r,
+            "G-CN-LOST",
+            "canary inquiry: GUID G-CN-CANARY is booked (DONE/0000 in the ledger) but the \
+             inquiry answered 404 (never booked); --core does not look like the core that \
+             booked it (path, environment?): its inquiry's 404 proves nothing; --force",
+        );
+    }
+    assert_eq!(b.inquiries(), 2, "only the canary was asked, once per run");
+    assert_eq!(rows_by_guid(&s.db), before, "nothing written");
+    assert_eq!(s.db.state("G-CN-LOST"), Some(State::Unknown));
+    assert_eq!(history(&s.db, "G-CN-LOST"), history_before);
+    // So reprocess has nothing to book a second time.
+    s.reprocess(&["--max-attempts", "3"])
+        .expect_code(EXIT_SETTLED);
+    assert_eq!(s.core().bookings("G-CN-LOST"), 1);
+
+    // At A, which booked the canary: a real 404 settles G-CN-NEVER, and G-CN-LOST's 200
+    // is refused with its booking.
+    let r = settle(
+        &s.db,
+        "G-CN-NEVER",
+        &["--not-booked", "--core", &a],
+        "core ops: never arrived",
+        "hana",
+    );
+    r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stdout().contains("\ninquiry: 404 (never booked)\n"),
+        "{}",
+        r.stdout()
+    );
+    assert_failed_e902(&s.db, &never, 1);
+    let r = settle(
+        &s.db,
+        "G-CN-LOST",
+        &["--not-booked", "--core", &a],
+        "r",
+        "hana",
+    );
+    assert_refused(&r, "G-CN-LOST", "the core's inquiry answers 200");
+    assert_eq!(s.db.state("G-CN-LOST"), Some(State::Unknown));
+
+    // --force does not skip the canary: it settles on the operator's word, and the reason
+    // says what the canary found.
+    let r = settle(
+        &s.db,
+        "G-CN-LOST",
+        &["--not-booked", "--core", &b.url(), "--force", "--json"],
+        "core ops' letter 12",
+        "hana",
+    );
+    r.expect_code(EXIT_SETTLED);
+    let reason = r.json()["reason"].as_str().unwrap().to_string();
+    assert!(
+        reason.starts_with(
+            "core ops' letter 12; forced without a 404 (canary inquiry: GUID G-CN-CANARY is \
+             booked"
+        ),
+        "{reason}"
+    );
+    assert_eq!(s.db.state("G-CN-LOST"), Some(State::Failed));
+}
+
+#[test]
+fn not_booked_without_a_booking_in_the_ledger_is_refused_unless_forced() {
+    skip_if_unavailable!();
+    let m = msg("G-NC-A", 95, "");
+    let s = Scene::new()
+        .core(&[])
+        .row(RowSpec::unknown(&m).age(OLD))
+        .build();
+    let core = s.core().url();
+    let before = rows_by_guid(&s.db);
+    for extra in [&["--dry-run"][..], &[]] {
+        let r = settle(
+            &s.db,
+            "G-NC-A",
+            &[&["--not-booked", "--core", &core][..], extra].concat(),
+            "r",
+            "ivan",
+        );
+        assert_refused(
+            &r,
+            "G-NC-A",
+            "no canary: the ledger holds no booked transfer (DONE/0000) to check --core with",
+        );
+    }
+    assert_eq!(s.core().inquiries(), 0, "nothing to ask about");
+    assert_eq!(rows_by_guid(&s.db), before, "nothing written");
+
+    let r = settle(
+        &s.db,
+        "G-NC-A",
+        &["--not-booked", "--core", &core, "--force"],
+        "core ops' letter 13",
+        "ivan",
+    );
+    r.expect_code(EXIT_SETTLED);
+    assert_failed_e902(&s.db, &m, 1);
+    let reason = history(&s.db, "G-NC-A").pop().unwrap().reason.unwrap();
+    assert!(
+        reason.starts_with("core ops' letter 13; forced without a 404 (no canary: "),
+        "{reason}"
+    );
+}

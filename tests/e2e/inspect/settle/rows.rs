@@ -1,0 +1,149 @@
+//! Which rows are settled by hand: only UNKNOWN, or SENT unchanged for the stale-sent
+//! floor; every other row is refused, naming why.
+
+use super::*;
+
+#[test]
+fn only_unknown_or_sent_past_the_floor_is_settled() {
+    skip_if_unavailable!();
+    let done = msg("G-SO-DONE", 60, "");
+    let failed = msg("G-SO-FAILED", 61, "");
+    let other = msg("G-SO-OTHER", 62, "");
+    let young = msg("G-SO-YOUNG", 63, "");
+    let stale = msg("G-SO-STALE", 64, "");
+    let stale_404 = msg("G-SO-STALE404", 65, "");
+    let fresh = msg("G-SO-FRESH", 66, "");
+    let s = Scene::new()
+        .core(&[])
+        .rows([
+            RowSpec::of(&done, State::Done).code("0000").age(DAY),
+            RowSpec::failed(&failed).age(DAY),
+            RowSpec::of(&other, State::Failed).code("E901").age(DAY),
+            RowSpec::of(&done, State::Received)
+                .guid("G-SO-RECEIVED")
+                .age(DAY),
+            RowSpec::sent(&young),
+            RowSpec::sent(&stale).attempts(2).age(OLD),
+            RowSpec::sent(&stale_404).age(OLD),
+            RowSpec::new("G-SO-NOREQ", State::Unknown)
+                .code("E901")
+                .age(DAY),
+            RowSpec::unknown(&other).guid("G-SO-WRONG").age(DAY),
+            RowSpec::unknown(&fresh),
+        ])
+        .build();
+    // The ledger's bookings (G-SO-STALE's comes below), which the canary of --not-booked
+    // asks about.
+    s.core().book(&done);
+    s.core().book(&stale);
+    let core = s.core().url();
+    let before = rows_by_guid(&s.db);
+    let booked = [
+        "--booked",
+        "--core-ref",
+        "C1",
+        "--amount",
+        "60",
+        "--booked-at",
+        "2026-01-31T23:59:59Z",
+    ];
+    let not_booked = ["--not-booked", "--core", core.as_str()];
+    for (guid, why) in [
+        ("G-SO-DONE", "the row is DONE/0000"),
+        ("G-SO-FAILED", "the row is FAILED/E902"),
+        ("G-SO-OTHER", "the row is FAILED/E901"),
+        ("G-SO-RECEIVED", "the row is RECEIVED/-"),
+        (
+            "G-SO-YOUNG",
+            "the row is SENT and changed less than 60 s ago",
+        ),
+        ("G-SO-NOREQ", "no stored request"),
+        ("G-SO-WRONG", "stored request is for guid \"G-SO-OTHER\""),
+        ("G-SO-NONE", "no row for this GUID"),
+    ] {
+        for args in [&booked[..], &not_booked[..]] {
+            let r = settle(&s.db, guid, args, "r", "erin");
+            assert_refused(&r, guid, why);
+        }
+    }
+    assert_eq!(rows_by_guid(&s.db), before, "nothing changed");
+
+    // A SENT row unchanged past the floor: guarded by state, attempt and age.
+    let r = settle(
+        &s.db,
+        "G-SO-STALE",
+        &[
+            "--booked",
+            "--core-ref",
+            "C2",
+            "--amount",
+            "64",
+            "--booked-at",
+            "2026-01-31T23:59:59Z",
+        ],
+        "relay host died; core ops confirm",
+        "erin",
+    );
+    r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stdout().starts_with(
+            "settle G-SO-STALE: SENT -> DONE/0000 (if state SENT, attempts 2, unchanged for 60 \
+             s), by operator:erin"
+        ),
+        "{}",
+        r.stdout()
+    );
+    let row = s.db.row("G-SO-STALE").unwrap();
+    assert_eq!((row.state, row.attempts), (State::Done, Some(2)));
+    let r = settle(
+        &s.db,
+        "G-SO-STALE404",
+        &not_booked,
+        "relay host died",
+        "erin",
+    );
+    r.expect_code(EXIT_SETTLED);
+    assert_failed_e902(&s.db, &stale_404, 1);
+
+    // An UNKNOWN row is settled --not-booked only once the core cannot still be working on
+    // it (the same floor); --booked at once.
+    let r = settle(&s.db, "G-SO-FRESH", &not_booked, "r", "erin");
+    assert_refused(
+        &r,
+        "G-SO-FRESH",
+        "the row is UNKNOWN and changed less than 60 s ago: the core may still be working on it",
+    );
+    s.db.age("G-SO-FRESH", OLD);
+    let r = settle(
+        &s.db,
+        "G-SO-FRESH",
+        &[&not_booked[..], &["--dry-run"]].concat(),
+        "r",
+        "erin",
+    );
+    r.expect_code(EXIT_SETTLED);
+    s.db.age("G-SO-FRESH", 0);
+    let r = settle(
+        &s.db,
+        "G-SO-FRESH",
+        &[
+            "--booked",
+            "--core-ref",
+            "C3",
+            "--amount",
+            "66",
+            "--booked-at",
+            "2026-01-31T23:59:59Z",
+        ],
+        "core ops confirm",
+        "erin",
+    );
+    r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stdout().starts_with(
+            "settle G-SO-FRESH: UNKNOWN -> DONE/0000 (if state UNKNOWN, attempts 1), by"
+        ),
+        "{}",
+        r.stdout()
+    );
+}
