@@ -3,18 +3,26 @@
 //! (one line, or one JSON object with `--json`), and the flags they share (`flags`, each
 //! written once). The ledger library returns values; this crate turns them into text.
 
+#[cfg(feature = "tools")]
 pub mod flags;
 mod logging;
+#[cfg(feature = "tools")]
 mod metrics_file;
+#[cfg(feature = "tools")]
 mod report;
 
+#[cfg(feature = "tools")]
 use std::path::PathBuf;
 use std::process::ExitCode;
+#[cfg(feature = "tools")]
 use std::time::Instant;
 
+#[cfg(feature = "tools")]
 pub use flags::{Core, JsonFlag};
 pub use logging::{LogFormat, stderr_line};
+#[cfg(feature = "tools")]
 pub use metrics_file::RunCounts;
+#[cfg(feature = "tools")]
 pub use report::{DryRun, Listed, Report, print_report};
 
 /// Exit codes of the tools.
@@ -39,6 +47,7 @@ pub fn main_logged(
     ExitCode::from(exit_code(tool, run()))
 }
 
+#[cfg(feature = "tools")]
 /// A batch tool's `main`: `main_logged`, and with `metrics_file` (`--metrics-file`; `None`
 /// for a dry run) the run's counts (what `run` recorded) and exit code written to that file
 /// when the run ends, fatal errors included. A file that cannot be written is one warning
@@ -77,6 +86,7 @@ fn exit_code(tool: &str, result: anyhow::Result<u8>) -> u8 {
     }
 }
 
+#[cfg(feature = "tools")]
 /// `--db` as given (a path or a PostgreSQL URL). A URL that cannot be used is a usage
 /// error (exit 2) naming `--db`, with the password masked: clap would echo the raw value.
 pub fn db_arg<A: clap::CommandFactory>(value: &str) -> ledger::Db {

@@ -9,12 +9,14 @@
 pub mod channel;
 pub mod core_http;
 pub mod net;
+#[cfg(feature = "ledger")]
 pub mod pg;
 #[cfg(feature = "pki")]
 pub mod pki;
 pub mod process;
 pub mod proxy;
 pub mod spawn;
+#[cfg(feature = "ledger")]
 pub mod temp_ledger;
 #[cfg(feature = "tls")]
 pub mod tls;
@@ -23,4 +25,5 @@ pub use channel::Chan;
 pub use core_http::CoreHttp;
 pub use net::{dead_url, free_port};
 pub use spawn::{bin, spawn_listening};
+#[cfg(feature = "ledger")]
 pub use temp_ledger::TempLedger;
