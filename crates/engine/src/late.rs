@@ -18,7 +18,7 @@ use log::{info, warn};
 
 use crate::core::PendingAnswer;
 use crate::metrics::metrics;
-use crate::transfer::{RECORD_WINDOW, record_result};
+use crate::record::{RECORD_WINDOW, record_result};
 
 /// The background waiters: bounded, counted, and waited for at shutdown.
 pub struct LateReplies {

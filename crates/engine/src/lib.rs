@@ -13,5 +13,6 @@ pub mod double_booking;
 pub mod late;
 pub mod metrics;
 pub mod observers;
+pub mod record;
 pub mod server;
 pub mod transfer;

@@ -32,7 +32,7 @@ pub enum LedgerError {
     /// The PostgreSQL ledger could not be opened (`url` has its password masked).
     PgOpen { url: String, why: String },
     /// `--db` looked like a PostgreSQL URL but is not a usable one.
-    PgUrl(crate::postgres::url::BadPgUrl),
+    PgUrl(BadPgUrl),
     /// The database did not answer in time: the connection is dropped, the outcome of the
     /// statement unknown (a claim in that state is not won).
     Deadline {
@@ -123,3 +123,15 @@ impl From<rusqlite::Error> for LedgerError {
 }
 
 pub type Result<T> = std::result::Result<T, LedgerError>;
+
+/// Why a URL was refused; its text never holds the password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadPgUrl(pub String);
+
+impl fmt::Display for BadPgUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadPgUrl {}

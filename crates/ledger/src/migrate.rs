@@ -8,69 +8,24 @@
 //! transaction: the table `ledger_moved` says where it went (the URL, password masked), and
 //! triggers refuse every later write of `tx` and `relay_health` (a relay still running gets
 //! `E905`, never a claim the PostgreSQL ledger does not know). Every tool refuses to open a
-//! sealed ledger (`refuse_if_moved`), naming where it went.
+//! sealed ledger (`sqlite::moved`), naming where it went.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use log::warn;
-use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
 use crate::error::LedgerError;
 use crate::postgres::PgStore;
-use crate::sqlite::Ledger;
+use crate::sqlite::{Ledger, moved};
 use crate::state::Row;
 use crate::store::Store;
 
 /// How long `migrate` waits for the SQLite ledger's write lock: a writer's transactions are
 /// short, so a lock held longer than this means a program is writing the ledger.
 pub const LOCK_WAIT: Duration = Duration::from_secs(2);
-
-/// The seal, written in the transaction that held the lock for the copy.
-const SEAL: &str = "\
-    CREATE TABLE IF NOT EXISTS ledger_moved (to_url_masked TEXT NOT NULL, at TEXT NOT NULL); \
-    CREATE TRIGGER IF NOT EXISTS ledger_moved_no_insert BEFORE INSERT ON tx BEGIN \
-        SELECT RAISE(ABORT, 'this ledger was moved by migrate (see table ledger_moved)'); END; \
-    CREATE TRIGGER IF NOT EXISTS ledger_moved_no_update BEFORE UPDATE ON tx BEGIN \
-        SELECT RAISE(ABORT, 'this ledger was moved by migrate (see table ledger_moved)'); END; \
-    CREATE TRIGGER IF NOT EXISTS ledger_moved_no_delete BEFORE DELETE ON tx BEGIN \
-        SELECT RAISE(ABORT, 'this ledger was moved by migrate (see table ledger_moved)'); END; \
-    CREATE TRIGGER IF NOT EXISTS ledger_moved_no_health BEFORE INSERT ON relay_health BEGIN \
-        SELECT RAISE(ABORT, 'this ledger was moved by migrate (see table ledger_moved)'); END; \
-    CREATE TRIGGER IF NOT EXISTS ledger_moved_no_health_update BEFORE UPDATE ON relay_health \
-    BEGIN SELECT RAISE(ABORT, 'this ledger was moved by migrate (see table ledger_moved)'); END;";
-const MARK: &str = "INSERT INTO ledger_moved (to_url_masked, at) VALUES (?1, datetime('now'))";
-const MOVED: &str = "SELECT to_url_masked, at FROM ledger_moved ORDER BY at DESC LIMIT 1";
-const HAS_MARK: &str =
-    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ledger_moved'";
-
-/// `Err(LedgerError::Moved)` if `migrate` moved the ledger behind `conn` elsewhere.
-pub(crate) fn refuse_if_moved(conn: &Connection, path: &Path) -> Result<(), LedgerError> {
-    let open_err = |source| LedgerError::Open {
-        path: path.to_path_buf(),
-        source,
-    };
-    let marked: i64 = conn
-        .query_row(HAS_MARK, [], |r| r.get(0))
-        .map_err(open_err)?;
-    if marked == 0 {
-        return Ok(());
-    }
-    let moved: Option<(String, String)> = conn
-        .query_row(MOVED, [], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()
-        .map_err(open_err)?;
-    match moved {
-        None => Ok(()),
-        Some((to, at)) => Err(LedgerError::Moved {
-            path: path.to_path_buf(),
-            to,
-            at,
-        }),
-    }
-}
 
 /// Why `migrate` copied nothing.
 #[derive(Debug)]
@@ -142,8 +97,7 @@ impl LockedSource {
     /// commits: the lock ends here.
     pub fn seal(self, to: &str) -> Result<(), LedgerError> {
         let conn = self.ledger.connection();
-        conn.execute_batch(SEAL)?;
-        conn.execute(MARK, [to])?;
+        moved::seal(conn, to)?;
         conn.execute_batch("COMMIT")?;
         Ok(())
     }

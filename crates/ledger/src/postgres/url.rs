@@ -52,17 +52,7 @@ pub fn is_pg_url(db: &str) -> bool {
     db.starts_with("postgres://") || db.starts_with("postgresql://")
 }
 
-/// Why a URL was refused; its text never holds the password.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadPgUrl(pub String);
-
-impl fmt::Display for BadPgUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadPgUrl {}
+pub use crate::error::BadPgUrl;
 
 impl FromStr for PgUrl {
     type Err = BadPgUrl;

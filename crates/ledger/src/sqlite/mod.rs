@@ -8,6 +8,7 @@
 //! (or two processes) racing for the same GUID are arbitrated by SQLite, not by us.
 
 mod decode;
+pub(crate) mod moved;
 mod sql;
 mod statements;
 mod store;
@@ -72,7 +73,7 @@ impl Ledger {
             path: path.to_path_buf(),
             source,
         })?;
-        crate::migrate::refuse_if_moved(&conn, path)?;
+        moved::refuse_if_moved(&conn, path)?;
         Ok(Ledger {
             conn,
             who: "inspect".into(),
@@ -120,7 +121,7 @@ impl Ledger {
             });
         }
         // Before the schema is brought up to date: a moved ledger is not touched.
-        crate::migrate::refuse_if_moved(&conn, path)?;
+        moved::refuse_if_moved(&conn, path)?;
         migrate(&conn).map_err(open_err)?;
         Ok(Ledger {
             conn,
