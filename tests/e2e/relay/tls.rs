@@ -4,10 +4,8 @@
 //! that a TLS 1.3 server refuses, which the relay learns only after it sent the request.
 
 use std::path::Path;
-use std::process::Command;
 
 use core_client::tls::TlsFiles;
-use testkit::bin;
 use testkit::pki::{Pair, Pki};
 use wire::{E_NOT_SENT, E_UNKNOWN};
 
@@ -140,16 +138,8 @@ fn a_certificate_for_another_name_is_e902() {
 /// A relay without `--core-ca`, its system trust store being `store` (`SSL_CERT_FILE`, which
 /// the system's store gives way to, as with OpenSSL: no test depends on the machine's own).
 fn relay_with_system_roots(db: &TempLedger, core: &Core, store: &Path) -> Server {
-    let mut cmd = Command::new(bin("relay"));
-    cmd.args([
-        "--db",
-        db.arg(),
-        "--listen",
-        "127.0.0.1:0",
-        "--core",
-        &core.url(),
-    ])
-    .env("SSL_CERT_FILE", store);
+    let mut cmd = relay_command(db, &core.url(), &[]);
+    cmd.env("SSL_CERT_FILE", store);
     Server::start(cmd)
 }
 
