@@ -71,11 +71,14 @@ impl fmt::Display for CanaryFailure {
 
 /// Asks `core` about the most recent GUID `ledger` holds as booked (DONE/0000).
 pub fn canary(ledger: &dyn Store, core: &CoreClient) -> Result<Canary, LedgerError> {
+    // A usable stored request carries a valid GUID, the row's own: one that may go in a URL.
     let Some((row, t)) = ledger
         .recent_bookings(CANARY_CANDIDATES)?
         .into_iter()
-        .filter(|r| wire::valid_guid(r.guid.as_bytes()))
-        .find_map(|r| stored_transfer(&r).ok().map(|(t, _)| t).map(|t| (r, t)))
+        .find_map(|r| {
+            let (t, _) = stored_transfer(&r).ok()?;
+            Some((r, t))
+        })
     else {
         return Ok(Canary::NoBooking);
     };
