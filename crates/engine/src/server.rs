@@ -378,6 +378,7 @@ fn serve_connection(shared: &Shared, stream: &TcpStream) -> Result<(), ConnEnd> 
             shared.store.as_ref(),
             &shared.core,
             shared.late.as_ref(),
+            None,
             &msg,
         );
         metrics().request(&handled.code);

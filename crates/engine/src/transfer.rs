@@ -33,7 +33,8 @@ const _: () = assert!(
 /// How many times a request re-reads a row that changes under it before answering E903.
 const MAX_ROUNDS: usize = 3;
 
-/// Answers one request message (the frame's content).
+/// Answers one request message (the frame's content) from `channel`, the identity its
+/// connection proved (CONTRACT §8: a client certificate's CN; `None`: anonymous).
 ///
 /// On SQLite the row is read first, so that a resend of a known GUID is answered without
 /// queueing a write; on PostgreSQL the claim comes first (one round trip for a new GUID; a
@@ -44,8 +45,10 @@ pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
     late: Option<&Arc<LateReplies>>,
+    channel: Option<&str>,
     msg: &[u8],
 ) -> Handled {
+    let _ = channel; // ownership: next commit
     let t = match wire::parse_request(msg) {
         Ok(t) => t,
         Err(m) => {

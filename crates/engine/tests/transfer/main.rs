@@ -21,12 +21,12 @@ fn booked_and_its_resend_gets_the_stored_reply_without_a_call() {
     let (_d, store) = ledger();
     let core = Scripted::new([Call::answers(Outcome::Booked(booking("C1")))]);
     let msg = request("G-BOOKED");
-    let h = handle(store.as_ref(), &core, None, &msg);
+    let h = handle(store.as_ref(), &core, None, None, &msg);
     assert_eq!(h.reply, reply("G-BOOKED", "0000", C1));
     assert_eq!((h.code, h.state), (*b"0000", Some(State::Done)));
     assert_eq!(state(&*store, "G-BOOKED"), (State::Done, Some(1)));
 
-    let again = handle(store.as_ref(), &core, None, &msg);
+    let again = handle(store.as_ref(), &core, None, None, &msg);
     assert_eq!(again, h);
     assert_eq!(core.posted(), ["G-BOOKED"]);
 }
@@ -36,11 +36,11 @@ fn a_business_rejection_is_done_with_its_code() {
     let (_d, store) = ledger();
     let core = Scripted::new([Call::answers(Outcome::Rejected(*b"B001"))]);
     let msg = request("G-REJECTED");
-    let h = handle(store.as_ref(), &core, None, &msg);
+    let h = handle(store.as_ref(), &core, None, None, &msg);
     assert_eq!(h.reply, reply("G-REJECTED", "B001", ""));
     assert_eq!((h.code, h.state), (*b"B001", Some(State::Done)));
     assert_eq!(state(&*store, "G-REJECTED"), (State::Done, Some(1)));
-    assert_eq!(handle(store.as_ref(), &core, None, &msg), h);
+    assert_eq!(handle(store.as_ref(), &core, None, None, &msg), h);
     assert_eq!(core.posted().len(), 1);
 }
 
@@ -52,12 +52,12 @@ fn not_sent_is_failed_and_a_resend_claims_it_again() {
         Call::answers(Outcome::Booked(booking("C1"))),
     ]);
     let msg = request("G-REFUSED");
-    let h = handle(store.as_ref(), &core, None, &msg);
+    let h = handle(store.as_ref(), &core, None, None, &msg);
     assert_eq!(h.reply, reply("G-REFUSED", "E902", ""));
     assert_eq!((h.code, h.state), (*b"E902", Some(State::Failed)));
     assert_eq!(state(&*store, "G-REFUSED"), (State::Failed, Some(1)));
 
-    let h = handle(store.as_ref(), &core, None, &msg);
+    let h = handle(store.as_ref(), &core, None, None, &msg);
     assert_eq!(h.reply, reply("G-REFUSED", "0000", C1));
     assert_eq!(h.state, Some(State::Done));
     assert_eq!(state(&*store, "G-REFUSED"), (State::Done, Some(2)));
@@ -69,12 +69,12 @@ fn a_timeout_is_unknown_and_its_resend_is_never_sent() {
     let (_d, store) = ledger();
     let core = Scripted::new([Call::times_out().0]);
     let msg = request("G-TIMEOUT");
-    let h = handle(store.as_ref(), &core, None, &msg);
+    let h = handle(store.as_ref(), &core, None, None, &msg);
     assert_eq!(h.reply, reply("G-TIMEOUT", "E901", ""));
     assert_eq!((h.code, h.state), (*b"E901", Some(State::Unknown)));
     assert_eq!(state(&*store, "G-TIMEOUT"), (State::Unknown, Some(1)));
 
-    let again = handle(store.as_ref(), &core, None, &msg);
+    let again = handle(store.as_ref(), &core, None, None, &msg);
     assert_eq!(again.reply, reply("G-TIMEOUT", "E901", ""));
     assert_eq!(again.state, Some(State::Unknown));
     assert_eq!(core.posted().len(), 1);
@@ -87,7 +87,7 @@ fn a_late_answer_settles_unknown_as_done() {
     let (call, answer) = Call::times_out();
     let core = Scripted::new([call]);
     let msg = request("G-LATE");
-    let h = handle(store.as_ref(), &core, Some(&late), &msg);
+    let h = handle(store.as_ref(), &core, Some(&late), None, &msg);
     assert_eq!(h.reply, reply("G-LATE", "E901", ""));
     assert_eq!(state(&*store, "G-LATE"), (State::Unknown, Some(1)));
     assert_eq!(late.waiting(), 1);
@@ -101,7 +101,7 @@ fn a_late_answer_settles_unknown_as_done() {
     assert_eq!(last.reason.as_deref(), Some("late reply"));
     assert_eq!(late_counts(&late), (1, 1));
 
-    let again = handle(store.as_ref(), &core, Some(&late), &msg);
+    let again = handle(store.as_ref(), &core, Some(&late), None, &msg);
     assert_eq!(again.reply, reply("G-LATE", "0000", C1));
     assert_eq!(core.posted().len(), 1);
 }
@@ -113,8 +113,20 @@ fn a_late_answer_that_is_no_answer_leaves_unknown() {
     let (first, silent) = Call::times_out();
     let (second, garbage) = Call::times_out();
     let core = Scripted::new([first, second]);
-    handle(store.as_ref(), &core, Some(&late), &request("G-SILENT"));
-    handle(store.as_ref(), &core, Some(&late), &request("G-GARBAGE"));
+    handle(
+        store.as_ref(),
+        &core,
+        Some(&late),
+        None,
+        &request("G-SILENT"),
+    );
+    handle(
+        store.as_ref(),
+        &core,
+        Some(&late),
+        None,
+        &request("G-GARBAGE"),
+    );
     silent.send(None).unwrap();
     garbage
         .send(Some(Outcome::Unknown("HTTP 500".into())))
@@ -137,7 +149,7 @@ fn settled_during_the_call(
     let core = Scripted::new([Call::answers(outcome).during(move || {
         settle(&*writer, guid, (State::Sent, 1), to, code, &body);
     })]);
-    let h = handle(store.as_ref(), &core, None, &request(guid));
+    let h = handle(store.as_ref(), &core, None, None, &request(guid));
     (d, store, h)
 }
 
@@ -194,7 +206,7 @@ fn a_late_booking_of_attempt_1_while_attempt_2_holds_the_row_is_evidence() {
     let (first, answer) = Call::times_out();
     let core = Scripted::new([first]);
     let msg = request("G-TWICE");
-    handle(store.as_ref(), &core, Some(&late), &msg);
+    handle(store.as_ref(), &core, Some(&late), None, &msg);
     settle(
         &*store,
         "G-TWICE",
@@ -213,7 +225,7 @@ fn a_late_booking_of_attempt_1_while_attempt_2_holds_the_row_is_evidence() {
         answer.send(Some(Outcome::Booked(booking("C1")))).unwrap();
         waiters.wait_all();
     })]);
-    let h = handle(store.as_ref(), &core, Some(&late), &msg);
+    let h = handle(store.as_ref(), &core, Some(&late), None, &msg);
     assert_eq!(*seen.lock().unwrap(), Some((State::Sent, Some(2))));
     assert_eq!(h.reply, reply("G-TWICE", "B001", ""));
     assert_eq!(state(&*store, "G-TWICE"), (State::Done, Some(2)));
