@@ -1,12 +1,20 @@
-//! A bank channel's side of the wire: write a request frame, read the reply frame.
+//! A bank channel's side of the wire: write a request frame, read the reply frame, over
+//! plain TCP or (feature `tls`, [`crate::tls_client`]) inside TLS.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+/// What a channel reads and writes frames through: the socket itself, or a TLS session on it.
+pub trait Io: Read + Write + Send {}
+impl<T: Read + Write + Send> Io for T {}
+
 /// One channel connection to a relay.
 pub struct Chan {
+    /// The socket, for its timeouts and addresses.
     stream: TcpStream,
+    /// Where frames go: a clone of `stream`, or a TLS session over one.
+    io: Box<dyn Io>,
 }
 
 impl Chan {
@@ -28,15 +36,23 @@ impl Chan {
     /// A connection made some other way (from a chosen source address, say); every later
     /// read waits at most `timeout`.
     pub fn from_stream(stream: TcpStream, timeout: Duration) -> io::Result<Chan> {
+        let io = Box::new(stream.try_clone()?);
+        Chan::over(stream, io, timeout)
+    }
+
+    /// A connection whose frames go through `io` (a TLS session over `stream`, say); every
+    /// later read and write of `stream` waits at most `timeout`.
+    pub fn over(stream: TcpStream, io: Box<dyn Io>, timeout: Duration) -> io::Result<Chan> {
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
         stream.set_nodelay(true)?;
-        Ok(Chan { stream })
+        Ok(Chan { stream, io })
     }
 
     /// Bytes as they are, no framing (for malformed input).
     pub fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.write_all(bytes)
+        self.io.write_all(bytes)?;
+        self.io.flush()
     }
 
     /// One request message, framed.
@@ -48,7 +64,7 @@ impl Chan {
     /// `InvalidData`; a read that waited `timeout` in vain is `WouldBlock` or `TimedOut`
     /// (see [`is_timeout`]).
     pub fn recv(&mut self) -> io::Result<Vec<u8>> {
-        wire::read_frame(&mut self.stream)
+        wire::read_frame(&mut self.io)
     }
 
     /// Sends `msg` and reads its reply.
@@ -63,12 +79,16 @@ impl Chan {
             return true;
         }
         let mut b = [0u8; 1];
-        match self.stream.read(&mut b) {
+        match self.io.read(&mut b) {
             Ok(0) => true,
             Ok(_) => false,
             Err(e) => matches!(
                 e.kind(),
-                io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    // TLS: the relay's alert (a refused certificate) or a close without one.
+                    | io::ErrorKind::InvalidData
+                    | io::ErrorKind::UnexpectedEof
             ),
         }
     }

@@ -4,7 +4,7 @@
 //! processes a test starts, killed when dropped, or run to their end (`process`), temp
 //! ledgers (`temp_ledger`), free ports (`net`), throwaway PostgreSQL servers (`pg`), a TCP
 //! proxy that fails the way a network does (`proxy`) and, for TLS tests, a server
-//! configuration (`tls`) and throwaway certificate authorities (`pki`).
+//! configuration (`tls`), a channel's TLS client (`tls_client`) and throwaway certificate authorities (`pki`).
 
 pub mod channel;
 pub mod core_http;
@@ -20,6 +20,8 @@ pub mod spawn;
 pub mod temp_ledger;
 #[cfg(feature = "tls")]
 pub mod tls;
+#[cfg(feature = "tls")]
+pub mod tls_client;
 
 pub use channel::Chan;
 pub use core_http::CoreHttp;
