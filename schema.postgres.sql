@@ -12,6 +12,10 @@ CREATE TABLE IF NOT EXISTS tx (
     updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
+-- The channel that claimed the GUID (contract §8: its client certificate's CN); NULL for
+-- anonymous channels and rows inserted by hand. Schema version 3.
+ALTER TABLE tx ADD COLUMN IF NOT EXISTS channel TEXT;
+
 -- resolve, reprocess and purge select by state and age.
 CREATE INDEX IF NOT EXISTS tx_state_updated ON tx (state, updated_at);
 
@@ -31,6 +35,7 @@ CREATE TABLE IF NOT EXISTS tx_history (
     who        TEXT NOT NULL,
     reason     TEXT
 );
+ALTER TABLE tx_history ADD COLUMN IF NOT EXISTS channel TEXT;
 CREATE INDEX IF NOT EXISTS tx_history_guid ON tx_history (guid, id);
 CREATE INDEX IF NOT EXISTS tx_history_at ON tx_history (at);
 
@@ -40,14 +45,14 @@ DECLARE
     reason TEXT := nullif(current_setting('txrelay.reason', true), '');
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason)
-        VALUES (NEW.guid, NULL, NEW.state, NEW.rsp_code, NEW.attempts, actor, reason);
+        INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, channel)
+        VALUES (NEW.guid, NULL, NEW.state, NEW.rsp_code, NEW.attempts, actor, reason, NEW.channel);
     ELSIF TG_OP = 'UPDATE' THEN
-        INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason)
-        VALUES (NEW.guid, OLD.state, NEW.state, NEW.rsp_code, NEW.attempts, actor, reason);
+        INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, channel)
+        VALUES (NEW.guid, OLD.state, NEW.state, NEW.rsp_code, NEW.attempts, actor, reason, NEW.channel);
     ELSE
-        INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason)
-        VALUES (OLD.guid, OLD.state, NULL, OLD.rsp_code, OLD.attempts, actor, reason);
+        INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, channel)
+        VALUES (OLD.guid, OLD.state, NULL, OLD.rsp_code, OLD.attempts, actor, reason, OLD.channel);
     END IF;
     RETURN NULL;
 END $$;

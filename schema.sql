@@ -9,7 +9,11 @@ CREATE TABLE IF NOT EXISTS tx (
     request    BLOB,
     response   BLOB,
     attempts   INTEGER NOT NULL DEFAULT 0,
-    updated_at TEXT NOT NULL DEFAULT (datetime('now'))
+    updated_at TEXT NOT NULL DEFAULT (datetime('now')),
+    -- The channel that claimed the GUID (contract §8: its client certificate's CN); NULL for
+    -- anonymous channels and rows inserted by hand. Version 6; older files get it by ALTER
+    -- TABLE (the tools do that before this script runs, see sqlite/mod.rs).
+    channel    TEXT
 );
 
 -- resolve, reprocess and purge select by state and age.
@@ -29,7 +33,8 @@ CREATE TABLE IF NOT EXISTS tx_history (
     attempts   INTEGER,
     at         TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
     who        TEXT NOT NULL,   -- relay, resolve, reprocess, purge, migrate, operator:NAME, sql
-    reason     TEXT
+    reason     TEXT,
+    channel    TEXT             -- the row's channel (version 6)
 );
 CREATE INDEX IF NOT EXISTS tx_history_guid ON tx_history (guid, id);
 CREATE INDEX IF NOT EXISTS tx_history_at ON tx_history (at);
@@ -44,31 +49,34 @@ CREATE TABLE IF NOT EXISTS tx_actor (who TEXT NOT NULL, reason TEXT);
 -- inserts nothing.) Version 5 re-creates this trigger; before it, a replaced row left no trace.
 DROP TRIGGER IF EXISTS tx_history_on_insert;
 CREATE TRIGGER tx_history_on_insert AFTER INSERT ON tx BEGIN
-    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason)
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, channel)
     SELECT h.guid, h.to_state, NULL, h.rsp_code, h.attempts,
            coalesce((SELECT who FROM tx_actor ORDER BY rowid DESC LIMIT 1), 'sql'),
-           'replaced by INSERT OR REPLACE (the row as its history last recorded it)'
+           'replaced by INSERT OR REPLACE (the row as its history last recorded it)', h.channel
     FROM tx_history h
     WHERE h.id = (SELECT max(id) FROM tx_history WHERE guid = NEW.guid)
       AND h.to_state IS NOT NULL;
-    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason)
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, channel)
     VALUES (NEW.guid, NULL, NEW.state, NEW.rsp_code, NEW.attempts,
             coalesce((SELECT who FROM tx_actor ORDER BY rowid DESC LIMIT 1), 'sql'),
-            (SELECT reason FROM tx_actor ORDER BY rowid DESC LIMIT 1));
+            (SELECT reason FROM tx_actor ORDER BY rowid DESC LIMIT 1), NEW.channel);
 END;
 
-CREATE TRIGGER IF NOT EXISTS tx_history_on_update AFTER UPDATE ON tx BEGIN
-    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason)
+-- Version 6 re-creates the update and delete triggers too: they record the row's channel.
+DROP TRIGGER IF EXISTS tx_history_on_update;
+CREATE TRIGGER tx_history_on_update AFTER UPDATE ON tx BEGIN
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, channel)
     VALUES (NEW.guid, OLD.state, NEW.state, NEW.rsp_code, NEW.attempts,
             coalesce((SELECT who FROM tx_actor ORDER BY rowid DESC LIMIT 1), 'sql'),
-            (SELECT reason FROM tx_actor ORDER BY rowid DESC LIMIT 1));
+            (SELECT reason FROM tx_actor ORDER BY rowid DESC LIMIT 1), NEW.channel);
 END;
 
-CREATE TRIGGER IF NOT EXISTS tx_history_on_delete AFTER DELETE ON tx BEGIN
-    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason)
+DROP TRIGGER IF EXISTS tx_history_on_delete;
+CREATE TRIGGER tx_history_on_delete AFTER DELETE ON tx BEGIN
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, channel)
     VALUES (OLD.guid, OLD.state, NULL, OLD.rsp_code, OLD.attempts,
             coalesce((SELECT who FROM tx_actor ORDER BY rowid DESC LIMIT 1), 'sql'),
-            (SELECT reason FROM tx_actor ORDER BY rowid DESC LIMIT 1));
+            (SELECT reason FROM tx_actor ORDER BY rowid DESC LIMIT 1), OLD.channel);
 END;
 
 CREATE TRIGGER IF NOT EXISTS tx_history_is_never_updated BEFORE UPDATE ON tx_history BEGIN

@@ -131,7 +131,8 @@ impl LateReplies {
         // Recorded like any result: retried while the ledger fails, and if the row moved on
         // (resolve took a 404 from the core still at work: FAILED), put right.
         let by = Instant::now() + RECORD_WINDOW;
-        let (_, made) = record_result(self.store.as_ref(), msg, change, by);
+        // Nobody waits for this answer: only whether the result was written matters.
+        let (_, made) = record_result(self.store.as_ref(), msg, None, change, by);
         if made {
             metrics().late_settled.inc();
             self.counts.settled.fetch_add(1, Ordering::Relaxed);

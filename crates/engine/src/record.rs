@@ -48,11 +48,16 @@ impl Handled {
     }
 }
 
-/// The answer an existing row gives to a request for its GUID, or `None` for FAILED, which
-/// may be claimed again.
-pub(crate) fn answer_from_row(row: &Row, msg: &[u8]) -> Option<Handled> {
+/// The answer an existing row gives to a request for its GUID from `channel`, or `None` for
+/// FAILED, which may be claimed again (by the guarded re-claim, which checks ownership once
+/// more in its WHERE).
+///
+/// A GUID belongs to the channel that claimed it (contract §8): a row that names a channel
+/// answers any other channel, and an anonymous one, `E904`, before anything of the row is
+/// read out. A row with no channel answers anyone.
+pub(crate) fn answer_from_row(row: &Row, channel: Option<&str>, msg: &[u8]) -> Option<Handled> {
     let short = |code| Some(Handled::short(&row.guid, msg, code, Some(row.state)));
-    if row.request.as_deref() != Some(msg) {
+    if !may_use(row, channel) || row.request.as_deref() != Some(msg) {
         return short(wire::E_GUID_REUSED);
     }
     match row.state {
@@ -72,6 +77,14 @@ pub(crate) fn answer_from_row(row: &Row, msg: &[u8]) -> Option<Handled> {
     }
 }
 
+/// Whether `channel` may use `row`'s GUID: its own, or a row no channel owns.
+fn may_use(row: &Row, channel: Option<&str>) -> bool {
+    match row.channel.as_deref() {
+        None => true,
+        Some(owner) => channel == Some(owner),
+    }
+}
+
 fn stored_code(reply: &[u8]) -> Code {
     reply
         .get(41..45)
@@ -81,16 +94,18 @@ fn stored_code(reply: &[u8]) -> Code {
 
 /// Records a result `change` (from the state and attempt it names), retrying while the
 /// ledger fails until `by`. If the row has moved on, see `after_miss`. The answer is what
-/// the ledger now says, for the channel; the flag says whether this call wrote the result.
+/// the ledger now says, for the channel that asked (`channel`, as in [`answer_from_row`]);
+/// the flag says whether this call wrote the result.
 pub fn record_result<S: Store + ?Sized>(
     store: &S,
     msg: &[u8],
+    channel: Option<&str>,
     change: Change,
     by: Instant,
 ) -> (Handled, bool) {
     match record(store, &change, by) {
         Ok(true) => (Handled::recorded(change), true),
-        Ok(false) => after_miss(store, msg, change),
+        Ok(false) => after_miss(store, msg, channel, change),
         Err(e) => {
             warn!(
                 "guid={} core answered {} but the result cannot be recorded: {e}",
@@ -133,7 +148,12 @@ fn record<S: Store + ?Sized>(
 /// result moves a FAILED row of the same attempt to DONE or UNKNOWN, and a booked one an
 /// UNKNOWN row to DONE, each by one guarded statement. Then the channel gets what the ledger
 /// says, which is what its resends will get.
-fn after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], change: Change) -> (Handled, bool) {
+fn after_miss<S: Store + ?Sized>(
+    store: &S,
+    msg: &[u8],
+    channel: Option<&str>,
+    change: Change,
+) -> (Handled, bool) {
     let guid = change.guid.clone();
     let row = store.read(&guid).ok().flatten();
     if let Some(row) = &row
@@ -163,7 +183,8 @@ fn after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], change: Change) -> (Hand
                 Ok(false) => {}
                 Err(e) => warn!("guid={guid} cannot move {from} -> {}: {e}", fix.to),
             }
-            return (answer_after_miss(store, msg, &guid, State::Unknown), false);
+            let ours = State::Unknown;
+            return (answer_after_miss(store, msg, channel, &guid, ours), false);
         }
     }
     if let Some(row) = &row
@@ -174,16 +195,25 @@ fn after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], change: Change) -> (Hand
     } else {
         warn!("guid={guid} was settled by another writer during the call");
     }
-    (answer_after_miss(store, msg, &guid, change.to), false)
+    (
+        answer_after_miss(store, msg, channel, &guid, change.to),
+        false,
+    )
 }
 
 /// What the ledger now says about a GUID whose result could not be recorded as it came: the
 /// stored reply of a DONE row, E902 for a FAILED row when the call did not leave either,
-/// E901 otherwise.
-fn answer_after_miss<S: Store + ?Sized>(store: &S, msg: &[u8], guid: &str, ours: State) -> Handled {
+/// E901 otherwise. (A row a FAILED re-claim gave to another channel meanwhile answers E904.)
+fn answer_after_miss<S: Store + ?Sized>(
+    store: &S,
+    msg: &[u8],
+    channel: Option<&str>,
+    guid: &str,
+    ours: State,
+) -> Handled {
     match store.read(guid) {
         Ok(Some(row)) if row.state == State::Done && row.response.is_some() => {
-            answer_from_row(&row, msg)
+            answer_from_row(&row, channel, msg)
                 .unwrap_or_else(|| Handled::short(guid, msg, wire::E_UNKNOWN, None))
         }
         Ok(Some(row)) if row.state == State::Failed && ours == State::Failed => {

@@ -48,7 +48,6 @@ pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
     channel: Option<&str>,
     msg: &[u8],
 ) -> Handled {
-    let _ = channel; // ownership: next commit
     let t = match wire::parse_request(msg) {
         Ok(t) => t,
         Err(m) => {
@@ -67,8 +66,8 @@ pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
     for round in 0..MAX_ROUNDS {
         let read = if round == 0 && store.claims_first() {
             // The contract's order: claim, and read only if the claim lost.
-            match store.claim_new(&t.guid, TX_TRNF, msg) {
-                Ok(true) => return send_and_record(store, core, late, &t, msg, 1),
+            match store.claim_new(&t.guid, TX_TRNF, msg, channel) {
+                Ok(true) => return send_and_record(store, core, late, channel, &t, msg, 1),
                 Ok(false) => store.read(&t.guid),
                 Err(e) => return ledger_error("write", &e),
             }
@@ -78,17 +77,17 @@ pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
         let claimed = match read {
             Err(e) => return ledger_error("read", &e),
             Ok(None) => store
-                .claim_new(&t.guid, TX_TRNF, msg)
+                .claim_new(&t.guid, TX_TRNF, msg, channel)
                 .map(|won| won.then_some(1)),
-            Ok(Some(row)) => match answer_from_row(&row, msg) {
+            Ok(Some(row)) => match answer_from_row(&row, channel, msg) {
                 Some(answer) => return answer,
                 // FAILED: the earlier send provably never left, so it may go now, if we win it.
-                None => store.reclaim_failed(&t.guid, msg),
+                None => store.reclaim_failed(&t.guid, msg, channel),
             },
         };
         match claimed {
             Ok(Some(attempt)) => {
-                return send_and_record(store, core, late, &t, msg, attempt);
+                return send_and_record(store, core, late, channel, &t, msg, attempt);
             }
             Ok(None) => continue,
             Err(e) => return ledger_error("write", &e),
@@ -98,13 +97,14 @@ pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
 }
 
 /// Sends a transfer whose GUID this caller has just claimed (its row is SENT on `attempt`,
-/// ours), and records the result from SENT on that attempt. Shared by the relay and
-/// `reprocess`. With `late`, a call that timed out waiting for the answer is handed to a
+/// ours), and records the result from SENT on that attempt, answering for `channel` (the
+/// one that asked; reprocess: the row's own). Shared by the relay and `reprocess`. With `late`, a call that timed out waiting for the answer is handed to a
 /// background waiter once its row is recorded UNKNOWN (see `late`).
 pub fn send_and_record<S: Store + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
     late: Option<&Arc<LateReplies>>,
+    channel: Option<&str>,
     t: &Transfer,
     msg: &[u8],
     attempt: i64,
@@ -136,7 +136,7 @@ pub fn send_and_record<S: Store + ?Sized, C: Core + ?Sized>(
         code,
         wire::reply_to(msg, &code, body),
     );
-    let (handled, _) = record_result(store, msg, change, record_by);
+    let (handled, _) = record_result(store, msg, channel, change, record_by);
     if let (Some(late), Some(call)) = (late, call)
         && handled.state == Some(State::Unknown)
     {

@@ -368,6 +368,7 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
                     "rsp_code": r.rsp_code,
                     "attempts": r.attempts,
                     "updated_at": r.updated_at,
+                    "channel": r.channel,
                 })),
                 "request": result(&request),
                 "reply": result(&reply),
@@ -388,6 +389,12 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
             println!("rsp_code:   {}", or_dash(&r.rsp_code));
             println!("attempts:   {}", or_dash(&r.attempts));
             println!("updated_at: {} UTC", r.updated_at);
+            println!(
+                "channel:    {}",
+                r.channel
+                    .as_deref()
+                    .unwrap_or("- (anonymous, or made by hand)")
+            );
         }
     }
     match &request {
@@ -430,7 +437,7 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
         None if history.is_empty() => println!("history:    none recorded"),
         None => {
             println!("history:");
-            println!("at\tfrom\tto\trsp_code\tattempts\twho\treason");
+            println!("at\tfrom\tto\trsp_code\tattempts\tchannel\twho\treason");
             for h in &history {
                 println!("{}", history_line(h));
             }
@@ -451,12 +458,13 @@ fn result<T: Serialize>(r: &Option<Result<T, String>>) -> serde_json::Value {
 /// One history row, tab-separated: `-` for NULL, `(new)`/`(deleted)` for the ends.
 fn history_line(h: &HistoryRow) -> String {
     format!(
-        "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+        "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
         h.at,
         h.from_state.as_deref().unwrap_or("(new)"),
         h.to_state.as_deref().unwrap_or("(deleted)"),
         or_dash(&h.rsp_code),
         or_dash(&h.attempts),
+        or_dash(&h.channel),
         h.who,
         h.reason.as_deref().unwrap_or("-")
     )

@@ -72,6 +72,9 @@ pub struct Row {
     pub response: Option<Vec<u8>>,
     pub attempts: Option<i64>,
     pub updated_at: String,
+    /// The channel that claimed the GUID (contract §8: its client certificate's CN); `None`
+    /// for anonymous channels and rows inserted by hand.
+    pub channel: Option<String>,
 }
 
 /// Evidence for a GUID's history that changes nothing in its `tx` row: what an investigator
@@ -103,6 +106,8 @@ pub struct HistoryRow {
     /// `relay`, `resolve`, `reprocess`, `purge`, `migrate`, `operator:NAME`, `sql`, …
     pub who: String,
     pub reason: Option<String>,
+    /// The row's channel at this change.
+    pub channel: Option<String>,
 }
 
 /// One guarded transition: `guid` moves from `from` to `to` with its result code and reply,

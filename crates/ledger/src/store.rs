@@ -88,11 +88,25 @@ pub(crate) fn health_read_back(at: Option<String>) -> Result<()> {
 pub trait Store: Send + Sync {
     /// The row for `guid`, if any.
     fn read(&self, guid: &str) -> Result<Option<Row>>;
-    /// The relay's claim: true iff this inserted the row (`SENT`, attempt 1).
-    fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool>;
-    /// The relay's re-claim of a `FAILED` row for the very request stored with it; the
-    /// attempt the caller now owns, if the guarded UPDATE changed the row.
-    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>>;
+    /// The relay's claim: true iff this inserted the row (`SENT`, attempt 1), naming the
+    /// `channel` that claims it (contract §8; `None`: anonymous) in the same statement.
+    fn claim_new(
+        &self,
+        guid: &str,
+        tx_code: &str,
+        request: &[u8],
+        channel: Option<&str>,
+    ) -> Result<bool>;
+    /// The relay's re-claim of a `FAILED` row for the very request stored with it, by
+    /// `channel`: only a row of its own or one with no channel (which the re-claim then
+    /// gives it), the ownership part of the same guarded UPDATE; the attempt the caller now
+    /// owns, if that UPDATE changed the row.
+    fn reclaim_failed(
+        &self,
+        guid: &str,
+        request: &[u8],
+        channel: Option<&str>,
+    ) -> Result<Option<i64>>;
     /// reprocess's re-claim: only a `FAILED`/`E902` row below `max_attempts`.
     fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>>;
     /// Makes `change` iff the row is still in its `from` state (and on its attempt).

@@ -266,6 +266,7 @@ fn show_decodes_the_request_and_the_reply_and_gives_the_history() {
          rsp_code:   0000\n\
          attempts:   1\n\
          updated_at: {} UTC\n\
+         channel:    - (anonymous, or made by hand)\n\
          request:    from 00000000000001 to 00000000000002 amount 5 memo \"rent\"\n\
          reply:      0000 core_ref {core_ref} amount 5 booked_at {booked_at} (",
         row.updated_at
@@ -277,7 +278,7 @@ fn show_decodes_the_request_and_the_reply_and_gives_the_history() {
     );
     assert!(
         r.stdout()
-            .contains("history:\nat\tfrom\tto\trsp_code\tattempts\twho\treason\n"),
+            .contains("history:\nat\tfrom\tto\trsp_code\tattempts\tchannel\twho\treason\n"),
         "{}",
         r.stdout()
     );
@@ -291,8 +292,8 @@ fn show_decodes_the_request_and_the_reply_and_gives_the_history() {
     assert_eq!(
         history,
         [
-            "(new)\tSENT\t-\t1\trelay\t-",
-            "SENT\tDONE\t0000\t1\trelay\t-"
+            "(new)\tSENT\t-\t1\t-\trelay\t-",
+            "SENT\tDONE\t0000\t1\t-\trelay\t-"
         ]
     );
 

@@ -141,7 +141,7 @@ fn resend(
             return Resent::Skipped;
         }
     };
-    let handled = send_and_record(ledger, core, None, &t, req, attempt);
+    let handled = send_and_record(ledger, core, None, row.channel.as_deref(), &t, req, attempt);
     let code = String::from_utf8_lossy(&handled.code);
     info!("guid={} resent: {code}", row.guid);
     if handled.state == Some(State::Failed) && !core_down.swap(true, Ordering::SeqCst) {

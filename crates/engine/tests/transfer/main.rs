@@ -2,6 +2,7 @@
 //! outcome of the call as reply bytes, row state and attempt; resends; late answers; and
 //! results that find their row moved by another writer during the call.
 
+mod channels;
 mod scripted;
 
 use std::sync::{Arc, Mutex};

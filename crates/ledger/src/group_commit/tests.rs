@@ -11,7 +11,7 @@ use crate::store::{HEALTH_PROBE_GUID, Store};
 /// A claim of `g` as the relay submits it, and where its result comes.
 fn claim(g: &str) -> (Box<dyn Job>, Receiver<Result<bool>>) {
     let g = g.to_string();
-    submission(move |l| l.claim_new(&g, "TRNF", g.as_bytes()))
+    submission(move |l| l.claim_new(&g, "TRNF", g.as_bytes(), None))
 }
 
 /// `/healthz`'s write as the relay submits it.

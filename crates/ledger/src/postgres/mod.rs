@@ -66,7 +66,25 @@ impl PgStore {
             url,
         };
         let opened = if read_only {
-            store.pool.run("connecting", |_| Ok(()))
+            // Read as it is, never upgraded: a ledger older than the columns we read is
+            // refused with the reason (any other tool's start upgrades it).
+            let v = store
+                .pool
+                .run("connecting", |c| schema::schema_version(&mut c.client));
+            if let Ok(v) = v
+                && (1..schema::SCHEMA_VERSION).contains(&v)
+            {
+                return Err(LedgerError::PgOpen {
+                    url: store.url.to_string(),
+                    why: format!(
+                        "its schema is version {v}, older than this tool reads ({}); a \
+                         read-only tool never upgrades a ledger: start the relay (or run \
+                         resolve or purge) of this version once, which upgrades it in place",
+                        schema::SCHEMA_VERSION
+                    ),
+                });
+            }
+            v.map(drop)
         } else {
             let op_deadline = store.pool.op_deadline();
             store.pool.run_by(
@@ -105,6 +123,7 @@ impl PgStore {
             r.response.clone(),
             r.attempts.map(attempts),
             r.updated_at.clone(),
+            r.channel.clone(),
         ];
         Ok(self.execute("copying a row", COPY_ROW, p)? == 1)
     }
@@ -231,6 +250,7 @@ fn row(r: &postgres::Row) -> std::result::Result<Row, postgres::Error> {
         response: r.try_get(5)?,
         attempts: Some(r.try_get::<_, i32>(6)?.into()),
         updated_at: r.try_get(7)?,
+        channel: r.try_get(8)?,
     })
 }
 

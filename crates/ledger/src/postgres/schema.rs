@@ -12,11 +12,14 @@ pub const SCHEMA: &str = include_str!("../../../../schema.postgres.sql");
 pub const SCHEMA_LOCK: i64 = 0x7478_7265_6c61_7900; // "txrelay"
 
 /// Bumped whenever `SCHEMA` changes; the table `ledger_schema` records what a ledger has
-/// seen (the tools apply the schema only when it says less). 2: `TRUNCATE tx` refused.
-const SCHEMA_VERSION: i32 = 2;
+/// seen (the tools apply the schema only when it says less). 2: `TRUNCATE tx` refused; 3:
+/// `tx.channel` and `tx_history.channel` (contract §8), recorded by the history trigger.
+pub(super) const SCHEMA_VERSION: i32 = 3;
 
 /// The schema version a ledger records (0: none yet).
-fn schema_version(c: &mut postgres::Client) -> std::result::Result<i32, postgres::Error> {
+pub(super) fn schema_version(
+    c: &mut postgres::Client,
+) -> std::result::Result<i32, postgres::Error> {
     let exists: bool = c
         .query_one("SELECT to_regclass('ledger_schema') IS NOT NULL", &[])?
         .get(0);

@@ -6,7 +6,7 @@ macro_rules! select {
     ($rest:literal) => {
         concat!(
             "SELECT guid, tx_code, state, rsp_code, request, response, attempts, \
-             to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') FROM tx ",
+             to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), channel FROM tx ",
             $rest
         )
     };
@@ -33,12 +33,16 @@ pub(super) const ALL_ROWS: &str = select!("ORDER BY updated_at, guid");
 pub(super) const COUNT_BY_STATE: &str =
     "SELECT state, count(*) FROM tx GROUP BY state ORDER BY state";
 pub(super) const CLAIM_NEW: &str = "\
-    INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at) \
-    VALUES ($1, $2, 'SENT', $3, 1, now()) \
+    INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at, channel) \
+    VALUES ($1, $2, 'SENT', $3, 1, now(), $4) \
     ON CONFLICT (guid) DO NOTHING";
+/// Ownership as SQLite's twin: a named channel ($3) re-claims its own rows and rows with no
+/// channel (writing its name), an anonymous one ($3 NULL) only rows with no channel.
 pub(super) const RECLAIM_FAILED: &str = "\
-    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = now() \
+    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = now(), \
+        channel = coalesce(channel, $3::text) \
     WHERE guid = $1 AND state = 'FAILED' AND request = $2 \
+    AND (channel IS NULL OR channel = $3::text) \
     RETURNING attempts";
 pub(super) const RECLAIM_FOR_RESEND: &str = "\
     UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = now() \
@@ -52,18 +56,20 @@ pub(super) const TRANSITION: &str = "\
 pub(super) const ACTOR: &str = "SELECT set_config('txrelay.who', $1, true), \
     set_config('txrelay.reason', coalesce($2, ''), true)";
 pub(super) const COPY_ROW: &str = "\
-    INSERT INTO tx (guid, tx_code, state, rsp_code, request, response, attempts, updated_at) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::timestamp AT TIME ZONE 'UTC') \
+    INSERT INTO tx (guid, tx_code, state, rsp_code, request, response, attempts, updated_at, \
+                    channel) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::timestamp AT TIME ZONE 'UTC', $9) \
     ON CONFLICT (guid) DO NOTHING";
 pub(super) const HISTORY: &str = "\
     SELECT id, guid, from_state, to_state, rsp_code, attempts, \
-    to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS'), who, reason \
+    to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS'), who, reason, channel \
     FROM tx_history WHERE guid = $1 ORDER BY id";
 /// Evidence, not a change (see `Evidence`): from- and to-state are the row's state as it is.
 pub(super) const RECORD_EVIDENCE: &str = "\
-    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason) \
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, \
+                            channel) \
     VALUES ($1, (SELECT state FROM tx WHERE guid = $1), (SELECT state FROM tx WHERE guid = $1), \
-            $2, $3, $4, $5)";
+            $2, $3, $4, $5, (SELECT channel FROM tx WHERE guid = $1))";
 /// Old history, only of GUIDs no longer in doubt (as SQLite's).
 pub(super) const PURGE_HISTORY_CHUNK: &str = "\
     DELETE FROM tx_history WHERE id IN ( \
@@ -110,7 +116,7 @@ pub(super) const PRUNE_INQUIRIES: &str = "\
         SELECT 1 FROM tx WHERE tx.guid = i.guid AND tx.state IN ('UNKNOWN', 'SENT'))";
 pub(super) const SELECT_DUE: &str = "\
     SELECT tx.guid, tx.tx_code, tx.state, tx.rsp_code, tx.request, tx.response, tx.attempts, \
-        to_char(tx.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') \
+        to_char(tx.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), tx.channel \
     FROM tx LEFT JOIN tx_inquiry i ON i.guid = tx.guid \
     WHERE tx.state = $1 AND tx.updated_at <= now() - make_interval(secs => $2) \
     AND (i.guid IS NULL OR (i.failures < $3 AND i.next_at <= now())) \

@@ -17,8 +17,19 @@ impl Store for PgStore {
             .pop())
     }
 
-    fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
-        let p = params![guid.to_string(), tx_code.to_string(), request.to_vec()];
+    fn claim_new(
+        &self,
+        guid: &str,
+        tx_code: &str,
+        request: &[u8],
+        channel: Option<&str>,
+    ) -> Result<bool> {
+        let p = params![
+            guid.to_string(),
+            tx_code.to_string(),
+            request.to_vec(),
+            channel.map(str::to_string),
+        ];
         let won = self.claim("claiming", move |c| {
             let st = c.prepared(CLAIM_NEW)?;
             Ok((c.client.execute(&st, &p.refs())? == 1).then_some(()))
@@ -26,8 +37,17 @@ impl Store for PgStore {
         Ok(won.is_some())
     }
 
-    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {
-        let p = params![guid.to_string(), request.to_vec()];
+    fn reclaim_failed(
+        &self,
+        guid: &str,
+        request: &[u8],
+        channel: Option<&str>,
+    ) -> Result<Option<i64>> {
+        let p = params![
+            guid.to_string(),
+            request.to_vec(),
+            channel.map(str::to_string)
+        ];
         self.claim_returning("re-claiming", RECLAIM_FAILED, p)
     }
 
@@ -207,6 +227,7 @@ impl Store for PgStore {
                         at: r.try_get(6)?,
                         who: r.try_get(7)?,
                         reason: r.try_get(8)?,
+                        channel: r.try_get(9)?,
                     })
                 })
                 .collect()

@@ -50,6 +50,7 @@ impl Row {
                 _ => None,
             },
             updated_at: lenient_text(r.get_ref(7)?).unwrap_or_default(),
+            channel: lenient_text(r.get_ref(8)?),
         })
     }
 }

@@ -33,9 +33,10 @@ pub const SCHEMA: &str = include_str!("../../../../schema.sql");
 /// Bumped whenever `SCHEMA` changes; `PRAGMA user_version` records what a file has seen.
 /// 2: `tx_history`, its triggers and `tx_actor`; 3: `relay_health` (`/healthz`); 4:
 /// `tx_inquiry` (resolve's backoff); 5: the insert trigger records a row replaced by `INSERT
-/// OR REPLACE`. The schema is idempotent: a file at any earlier version gets whatever it
-/// lacks.
-const SCHEMA_VERSION: i64 = 5;
+/// OR REPLACE`; 6: `tx.channel` and `tx_history.channel` (contract §8), added by `ALTER
+/// TABLE` to older files, and the history triggers that record it. The schema is
+/// idempotent: a file at any earlier version gets whatever it lacks.
+const SCHEMA_VERSION: i64 = 6;
 
 /// How long a statement waits for another writer before giving up (then: E905).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -74,6 +75,10 @@ impl Ledger {
             source,
         })?;
         moved::refuse_if_moved(&conn, path)?;
+        show_missing_columns(&conn).map_err(|source| LedgerError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(Ledger {
             conn,
             who: "inspect".into(),
@@ -256,15 +261,66 @@ fn create_private(path: &Path) {
 
 /// Applies the schema when the file's `user_version` says it has not seen this version.
 /// The schema is idempotent, so a file made by hand from schema.sql (version 0) is fine.
+/// Columns added since a table was first created come first (`ALTER TABLE` has no `IF NOT
+/// EXISTS`: whether a column is there is asked inside the same write transaction), so that
+/// the triggers the schema creates can name them.
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version >= SCHEMA_VERSION {
         return Ok(());
     }
-    conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE; {SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-    ))
-    .inspect_err(|_| {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let applied = add_missing_columns(conn).and_then(|()| {
+        conn.execute_batch(&format!(
+            "{SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+        ))
+    });
+    applied.inspect_err(|_| {
         let _ = conn.execute_batch("ROLLBACK");
     })
+}
+
+/// A file opened read-only, as it is, may be older than the columns we read: temporary
+/// views of the same name (they shadow the tables for unqualified names, and live in the
+/// connection's own temp schema, never in the file) show each missing column as NULL.
+fn show_missing_columns(conn: &Connection) -> rusqlite::Result<()> {
+    for (table, column, _) in ADDED_COLUMNS {
+        if has_table(conn, table)? && !has_column(conn, table, column)? {
+            conn.execute_batch(&format!(
+                "CREATE TEMP VIEW {table} AS SELECT *, NULL AS {column} FROM main.{table}"
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+/// The columns a later schema version added to a table an earlier one created.
+const ADDED_COLUMNS: [(&str, &str, &str); 2] =
+    [("tx", "channel", "TEXT"), ("tx_history", "channel", "TEXT")];
+
+fn add_missing_columns(conn: &Connection) -> rusqlite::Result<()> {
+    for (table, column, decl) in ADDED_COLUMNS {
+        if has_table(conn, table)? && !has_column(conn, table, column)? {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn has_table(conn: &Connection, table: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [table],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+pub(crate) fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+        [table, column],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
 }

@@ -2,12 +2,17 @@
 //! (its row count decides), the side tables' statements and the columns rows are read with.
 
 pub(super) const CLAIM_NEW: &str = "\
-    INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at) \
-    VALUES (?1, ?2, 'SENT', ?3, 1, datetime('now')) \
+    INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at, channel) \
+    VALUES (?1, ?2, 'SENT', ?3, 1, datetime('now'), ?4) \
     ON CONFLICT (guid) DO NOTHING";
+/// A GUID belongs to the channel that claimed it (contract §8): a named channel (?3) may
+/// re-claim a row of its own or one with no channel (and then writes its name); an anonymous
+/// one (?3 NULL) only a row with no channel.
 pub(super) const RECLAIM_FAILED: &str = "\
-    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
+    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now'), \
+        channel = coalesce(channel, ?3) \
     WHERE guid = ?1 AND state = 'FAILED' AND request = ?2 \
+    AND (channel IS NULL OR channel = ?3) \
     RETURNING attempts";
 pub(super) const RECLAIM_FOR_RESEND: &str = "\
     UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = datetime('now') \
@@ -32,9 +37,10 @@ pub(super) const PURGE_HISTORY_CHUNK: &str = "\
 /// A history row that records evidence, not a change: from- and to-state are the row's state
 /// as it is (NULL if there is no row).
 pub(super) const RECORD_EVIDENCE: &str = "\
-    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason) \
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, \
+                            channel) \
     VALUES (?1, (SELECT state FROM tx WHERE guid = ?1), (SELECT state FROM tx WHERE guid = ?1), \
-            ?2, ?3, ?4, ?5)";
+            ?2, ?3, ?4, ?5, (SELECT channel FROM tx WHERE guid = ?1))";
 /// Who is writing, for the history triggers (see schema.sql); present only during our own
 /// write transactions.
 pub(super) const ACTOR_IN: &str = "INSERT INTO tx_actor (who, reason) VALUES (?1, ?2)";
@@ -77,7 +83,7 @@ pub(super) const PRUNE_INQUIRIES: &str = "\
 pub(super) const INQUIRY_COLUMNS: &str = "i.guid, i.failures, i.last_error, i.next_at";
 
 pub(super) const ROW_COLUMNS: &str =
-    "guid, tx_code, state, rsp_code, request, response, attempts, updated_at";
+    "guid, tx_code, state, rsp_code, request, response, attempts, updated_at, channel";
 /// The same, where `tx` is joined with `tx_inquiry`.
 pub(super) const TX_COLUMNS: &str = "tx.guid, tx.tx_code, tx.state, tx.rsp_code, tx.request, tx.response, tx.attempts, \
-     tx.updated_at";
+     tx.updated_at, tx.channel";

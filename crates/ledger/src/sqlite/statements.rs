@@ -14,22 +14,35 @@ use crate::store::{
 };
 
 impl Ledger {
-    /// Step 1 of the relay: the GUID is ours iff this inserts the row (attempt 1).
-    pub fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
+    /// Step 1 of the relay: the GUID is ours iff this inserts the row (attempt 1), naming
+    /// the `channel` that claims it.
+    pub fn claim_new(
+        &self,
+        guid: &str,
+        tx_code: &str,
+        request: &[u8],
+        channel: Option<&str>,
+    ) -> Result<bool> {
         self.as_actor(None, None, || {
             let n = self
                 .conn
                 .prepare_cached(CLAIM_NEW)?
-                .execute(params![guid, tx_code, request])?;
+                .execute(params![guid, tx_code, request, channel])?;
             Ok(n == 1)
         })
     }
 
     /// The relay's re-claim of a GUID whose earlier send provably never left, for the very
     /// request stored with it (the row was read before; this makes the read irrelevant).
-    /// Returns the attempt claimed, if the row was ours to claim.
-    pub fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {
-        self.claim_returning(RECLAIM_FAILED, params![guid, request])
+    /// Returns the attempt claimed, if the row was ours to claim: `channel`'s own, or one
+    /// with no channel (which then becomes `channel`'s).
+    pub fn reclaim_failed(
+        &self,
+        guid: &str,
+        request: &[u8],
+        channel: Option<&str>,
+    ) -> Result<Option<i64>> {
+        self.claim_returning(RECLAIM_FAILED, params![guid, request, channel])
     }
 
     /// reprocess's re-claim: the same move, but only for rows its selection rule admits, so
@@ -238,8 +251,8 @@ impl Ledger {
     /// The history of `guid`, oldest first.
     pub fn history(&self, guid: &str) -> Result<Vec<HistoryRow>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, guid, from_state, to_state, rsp_code, attempts, at, who, reason \
-             FROM tx_history WHERE guid = ?1 ORDER BY id",
+            "SELECT id, guid, from_state, to_state, rsp_code, attempts, at, who, reason, \
+             channel FROM tx_history WHERE guid = ?1 ORDER BY id",
         )?;
         let rows = stmt.query_map(params![guid], |r| {
             Ok(HistoryRow {
@@ -252,6 +265,7 @@ impl Ledger {
                 at: r.get(6)?,
                 who: r.get(7)?,
                 reason: r.get(8)?,
+                channel: lenient_text(r.get_ref(9)?),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -48,13 +48,26 @@ impl<H: Hold> Store for H {
     fn read(&self, guid: &str) -> Result<Option<Row>> {
         self.read_with(|l| l.get(guid))
     }
-    fn claim_new(&self, guid: &str, tx_code: &str, request: &[u8]) -> Result<bool> {
+    fn claim_new(
+        &self,
+        guid: &str,
+        tx_code: &str,
+        request: &[u8],
+        channel: Option<&str>,
+    ) -> Result<bool> {
         let (guid, tx_code, request) = (guid.to_string(), tx_code.to_string(), request.to_vec());
-        self.write_with(move |l| l.claim_new(&guid, &tx_code, &request))
+        let channel = channel.map(str::to_string);
+        self.write_with(move |l| l.claim_new(&guid, &tx_code, &request, channel.as_deref()))
     }
-    fn reclaim_failed(&self, guid: &str, request: &[u8]) -> Result<Option<i64>> {
+    fn reclaim_failed(
+        &self,
+        guid: &str,
+        request: &[u8],
+        channel: Option<&str>,
+    ) -> Result<Option<i64>> {
         let (guid, request) = (guid.to_string(), request.to_vec());
-        self.write_with(move |l| l.reclaim_failed(&guid, &request))
+        let channel = channel.map(str::to_string);
+        self.write_with(move |l| l.reclaim_failed(&guid, &request, channel.as_deref()))
     }
     fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
         let guid = guid.to_string();

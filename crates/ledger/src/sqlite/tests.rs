@@ -51,7 +51,7 @@ fn read_only_open_changes_nothing_in_the_file() {
     let l = Ledger::open_read_only(&p).unwrap();
     assert_eq!(l.get("H").unwrap().unwrap().state, State::Unknown);
     assert_eq!(l.count_by_state().unwrap(), vec![(State::Unknown, 1)]);
-    assert!(l.claim_new("G", "TRNF", b"x").is_err(), "read-only");
+    assert!(l.claim_new("G", "TRNF", b"x", None).is_err(), "read-only");
     drop(l);
     assert_eq!(std::fs::read(&p).unwrap(), before, "file unchanged");
     assert!(
@@ -134,4 +134,69 @@ fn hand_made_rows_read_leniently() {
     let t = l.get("T").unwrap().unwrap();
     assert_eq!(t.request.as_deref(), Some(&b"text"[..]));
     assert_eq!(t.attempts, None);
+}
+
+/// Contract §8 on an existing ledger: a file from before `channel` (version 5: the tables
+/// without the column, the history triggers of then) is read as it is by `inspect` (the
+/// column shows as NULL), and upgraded in place by the next tool that opens it: its rows are
+/// kept with no channel, new claims name theirs, the history records them.
+#[test]
+fn a_version_5_ledger_is_read_as_it_is_and_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("v5.db");
+    {
+        let c = Connection::open(&p).unwrap();
+        c.execute_batch(
+            "CREATE TABLE tx (guid TEXT PRIMARY KEY, tx_code TEXT, state TEXT NOT NULL,
+             rsp_code TEXT, request BLOB, response BLOB, attempts INTEGER NOT NULL DEFAULT 0,
+             updated_at TEXT NOT NULL DEFAULT (datetime('now')));
+             CREATE TABLE tx_history (id INTEGER PRIMARY KEY AUTOINCREMENT, guid TEXT NOT NULL,
+             from_state TEXT, to_state TEXT, rsp_code TEXT, attempts INTEGER,
+             at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+             who TEXT NOT NULL, reason TEXT);
+             CREATE TRIGGER tx_history_on_update AFTER UPDATE ON tx BEGIN
+                 INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who)
+                 VALUES (NEW.guid, OLD.state, NEW.state, NEW.rsp_code, NEW.attempts, 'sql');
+             END;
+             INSERT INTO tx (guid, tx_code, state, request, attempts)
+                 VALUES ('OLD', 'TRNF', 'FAILED', x'71', 1);
+             INSERT INTO tx_history (guid, to_state, who) VALUES ('OLD', 'FAILED', 'relay');
+             PRAGMA user_version = 5;",
+        )
+        .unwrap();
+    }
+    let ro = Ledger::open_read_only(&p).unwrap();
+    assert_eq!(ro.get("OLD").unwrap().unwrap().channel, None);
+    assert_eq!(ro.all_rows().unwrap().len(), 1);
+    assert_eq!(ro.history("OLD").unwrap()[0].channel, None);
+    drop(ro);
+
+    let l = Ledger::open(&p).unwrap();
+    let version: i64 = l
+        .connection()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(
+        l.get("OLD").unwrap().unwrap().channel,
+        None,
+        "kept, no channel"
+    );
+    assert_eq!(
+        l.reclaim_failed("OLD", b"q", Some("atm-1")).unwrap(),
+        Some(2)
+    );
+    assert!(l.claim_new("NEW", "TRNF", b"q", Some("atm-2")).unwrap());
+    assert_eq!(
+        l.get("OLD").unwrap().unwrap().channel.as_deref(),
+        Some("atm-1")
+    );
+    let h = l.history("OLD").unwrap();
+    assert_eq!(h.last().unwrap().channel.as_deref(), Some("atm-1"), "{h:?}");
+    assert_eq!(
+        l.history("NEW").unwrap()[0].channel.as_deref(),
+        Some("atm-2")
+    );
+    drop(l);
+    Ledger::open(&p).expect("opened again: the upgrade is not repeated");
 }

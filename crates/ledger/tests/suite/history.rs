@@ -45,11 +45,15 @@ fn run(b: &Backend, s: &dyn Store, op: &Op) -> (u64, &'static str) {
     let req = |g: usize| format!("request {}", GUIDS[g]).into_bytes();
     match op {
         Op::Claim(g) => (
-            u64::from(s.claim_new(GUIDS[*g], "TRNF", &req(*g)).unwrap()),
+            u64::from(s.claim_new(GUIDS[*g], "TRNF", &req(*g), None).unwrap()),
             "suite",
         ),
         Op::ReclaimFailed(g) => (
-            u64::from(s.reclaim_failed(GUIDS[*g], &req(*g)).unwrap().is_some()),
+            u64::from(
+                s.reclaim_failed(GUIDS[*g], &req(*g), None)
+                    .unwrap()
+                    .is_some(),
+            ),
             "suite",
         ),
         Op::ReclaimForResend(g) => (
@@ -160,7 +164,7 @@ pub fn every_change_of_a_row_leaves_exactly_one_history_row(b: &Backend) {
 
 pub fn the_history_names_who_changed_a_row_and_why(b: &Backend) {
     let s = b.tool();
-    assert!(s.claim_new("H1", "TRNF", b"req").unwrap());
+    assert!(s.claim_new("H1", "TRNF", b"req", None).unwrap());
     let settle = Change::new(
         "H1",
         State::Sent,
@@ -221,7 +225,7 @@ pub fn the_history_names_who_changed_a_row_and_why(b: &Backend) {
 }
 
 pub fn history_rows_are_never_updated(b: &Backend) {
-    assert!(b.tool().claim_new("H2", "TRNF", b"req").unwrap());
+    assert!(b.tool().claim_new("H2", "TRNF", b"req", None).unwrap());
     let e = b
         .by_hand("UPDATE tx_history SET who = 'someone else'")
         .unwrap_err();
@@ -256,7 +260,7 @@ pub fn evidence_is_a_history_row_that_changes_nothing(b: &Backend) {
     for access in [Access::Tool, Access::Relay] {
         let s = b.open(access);
         let guid = format!("H-EV-{access:?}");
-        assert!(s.claim_new(&guid, "TRNF", b"req").unwrap());
+        assert!(s.claim_new(&guid, "TRNF", b"req", None).unwrap());
         let row = s.read(&guid).unwrap();
         let e = ledger::state::Evidence {
             guid: guid.clone(),
@@ -311,7 +315,7 @@ fn sqlite_insert_or_replace_records_the_row_it_replaced() {
         }
         let s = b.tool(); // applies the schema to a version-4 file
         let guid = format!("H-REPL-{upgraded}");
-        assert!(s.claim_new(&guid, "TRNF", b"req").unwrap());
+        assert!(s.claim_new(&guid, "TRNF", b"req", None).unwrap());
         let c = Change::new(
             &guid,
             State::Sent,

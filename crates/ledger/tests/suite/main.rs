@@ -3,6 +3,7 @@
 //! guarded transitions and the races included.
 
 mod backend;
+mod channels;
 mod history;
 mod inquiries;
 mod parallel;
@@ -31,6 +32,9 @@ macro_rules! for_each_backend {
 
 for_each_backend!(
     transitions::a_claim_is_won_once_and_every_transition_is_guarded,
+    channels::the_claim_names_its_channel_and_only_that_channel_reclaims,
+    channels::an_anonymous_claim_has_no_channel_and_a_named_reclaim_takes_it,
+    channels::every_other_change_keeps_the_channel_and_history_records_it,
     transitions::a_late_result_never_lands_on_a_later_claim,
     transitions::reprocess_reclaims_only_failed_e902_below_the_cap,
     transitions::selections_follow_the_contract,

@@ -111,7 +111,7 @@ fn failed_rows(b: &Backend, prefix: &str) -> Vec<String> {
             let g = format!("{prefix}-{i:02}");
             let memo = if i % 5 == 0 { "SLOW" } else { "" };
             let m = wire::encode_request(&transfer(&g, 10 + i as u64, memo)).unwrap();
-            assert!(s.claim_new(&g, "TRNF", &m).unwrap());
+            assert!(s.claim_new(&g, "TRNF", &m, None).unwrap());
             let failed = Change::new(
                 &g,
                 State::Sent,

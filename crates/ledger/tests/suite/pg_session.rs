@@ -178,7 +178,7 @@ fn truncate_tx_is_refused_and_a_version_1_ledger_gets_the_refusal() {
     };
     let url = server.fresh_db();
     let store = open(&url, 1).expect("open");
-    assert!(store.claim_new("G-T", "TRNF", b"x").unwrap());
+    assert!(store.claim_new("G-T", "TRNF", b"x", None).unwrap());
     let mut sql = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     let refused = |sql: &mut postgres::Client| {
         let e = sql
@@ -210,6 +210,62 @@ fn truncate_tx_is_refused_and_a_version_1_ledger_gets_the_refusal() {
         .query_one("SELECT max(version) FROM ledger_schema", &[])
         .unwrap()
         .get(0);
-    assert_eq!(v, 2);
+    assert_eq!(v, 3);
     assert!(store.read("G-T").unwrap().is_some());
+}
+
+/// Contract §8 on an existing PostgreSQL ledger: one at schema version 2 (no `channel`) is
+/// refused by a read-only open with the reason (inspect never upgrades), and upgraded in
+/// place by the next tool: rows kept with no channel, new claims and history name theirs.
+#[test]
+fn a_version_2_ledger_is_upgraded_in_place_with_the_channel_column() {
+    let Some(server) = testkit::pg::shared() else {
+        return;
+    };
+    let url = server.fresh_db();
+    let store = open(&url, 1).expect("open");
+    assert!(store.claim_new("G-OLD", "TRNF", b"x", None).unwrap());
+    drop(store);
+    let mut sql = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    // As a ledger of version 2 was: no channel columns, version 2 recorded.
+    sql.batch_execute(
+        "ALTER TABLE tx DROP COLUMN channel; ALTER TABLE tx_history DROP COLUMN channel; \
+         DELETE FROM ledger_schema; INSERT INTO ledger_schema (version) VALUES (2)",
+    )
+    .unwrap();
+    let read_only = PgStore::open(
+        url.parse().unwrap(),
+        Settings {
+            max: 1,
+            op_deadline: PG_OP_DEADLINE,
+            read_only: true,
+            application_name: "txrelay-suite".into(),
+            who: "inspect".into(),
+        },
+    );
+    let e = read_only
+        .err()
+        .expect("a read-only open of version 2 is refused");
+    assert!(e.to_string().contains("schema is version 2"), "{e}");
+
+    let store = open(&url, 1).expect("a tool opens the version 2 ledger");
+    assert_eq!(store.read("G-OLD").unwrap().unwrap().channel, None);
+    assert!(
+        store
+            .claim_new("G-NEW", "TRNF", b"x", Some("atm-2"))
+            .unwrap()
+    );
+    assert_eq!(
+        store.read("G-NEW").unwrap().unwrap().channel.as_deref(),
+        Some("atm-2")
+    );
+    assert_eq!(
+        store.history("G-NEW").unwrap()[0].channel.as_deref(),
+        Some("atm-2")
+    );
+    let v: i32 = sql
+        .query_one("SELECT max(version) FROM ledger_schema", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(v, 3);
 }

@@ -24,7 +24,7 @@ pub fn fifty_threads_claiming_one_guid_one_wins(b: &Backend) {
                 let (store, barrier) = (&stores[i % 2], &barrier);
                 s.spawn(move || {
                     barrier.wait();
-                    usize::from(store.claim_new("G-RACE", "TRNF", b"req").unwrap())
+                    usize::from(store.claim_new("G-RACE", "TRNF", b"req", None).unwrap())
                 })
             })
             .collect();
@@ -37,7 +37,7 @@ pub fn fifty_threads_claiming_one_guid_one_wins(b: &Backend) {
 
 pub fn fifty_threads_reclaiming_one_failed_guid_one_wins(b: &Backend) {
     let stores = [b.open(Access::Relay), b.open(Access::Tool)];
-    assert!(stores[0].claim_new("G-RE", "TRNF", b"req").unwrap());
+    assert!(stores[0].claim_new("G-RE", "TRNF", b"req", None).unwrap());
     let failed = Change::new(
         "G-RE",
         State::Sent,
@@ -57,7 +57,7 @@ pub fn fifty_threads_reclaiming_one_failed_guid_one_wins(b: &Backend) {
                     if i % 3 == 0 {
                         store.reclaim_for_resend("G-RE", 10).unwrap()
                     } else {
-                        store.reclaim_failed("G-RE", b"req").unwrap()
+                        store.reclaim_failed("G-RE", b"req", None).unwrap()
                     }
                 })
             })
@@ -116,7 +116,7 @@ pub fn two_reprocess_runs_at_once_send_each_row_once(b: &Backend) {
         .collect();
     for (i, m) in msgs.iter().enumerate() {
         let g = format!("G-RP-{i}");
-        assert!(setup.claim_new(&g, "TRNF", m).unwrap());
+        assert!(setup.claim_new(&g, "TRNF", m, None).unwrap());
         let failed = Change::new(
             &g,
             State::Sent,

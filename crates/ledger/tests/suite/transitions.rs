@@ -14,10 +14,10 @@ fn guids(rows: Vec<Row>) -> Vec<String> {
 
 pub fn a_claim_is_won_once_and_every_transition_is_guarded(b: &Backend) {
     let s = b.tool();
-    assert!(s.claim_new("G1", "TRNF", b"req").unwrap());
-    assert!(!s.claim_new("G1", "TRNF", b"req").unwrap());
+    assert!(s.claim_new("G1", "TRNF", b"req", None).unwrap());
+    assert!(!s.claim_new("G1", "TRNF", b"req", None).unwrap());
     assert_eq!(
-        s.reclaim_failed("G1", b"req").unwrap(),
+        s.reclaim_failed("G1", b"req", None).unwrap(),
         None,
         "SENT is not FAILED"
     );
@@ -31,12 +31,12 @@ pub fn a_claim_is_won_once_and_every_transition_is_guarded(b: &Backend) {
         "left SENT already"
     );
     assert_eq!(
-        s.reclaim_failed("G1", b"other").unwrap(),
+        s.reclaim_failed("G1", b"other", None).unwrap(),
         None,
         "another request"
     );
-    assert_eq!(s.reclaim_failed("G1", b"req").unwrap(), Some(2));
-    assert_eq!(s.reclaim_failed("G1", b"req").unwrap(), None);
+    assert_eq!(s.reclaim_failed("G1", b"req", None).unwrap(), Some(2));
+    assert_eq!(s.reclaim_failed("G1", b"req", None).unwrap(), None);
     let row = s.read("G1").unwrap().unwrap();
     assert_eq!(row.state, State::Sent);
     assert_eq!(row.attempts, Some(2));
@@ -63,12 +63,12 @@ pub fn a_claim_is_won_once_and_every_transition_is_guarded(b: &Backend) {
 
 pub fn a_late_result_never_lands_on_a_later_claim(b: &Backend) {
     let s = b.tool();
-    assert!(s.claim_new("G1", "TRNF", b"req").unwrap());
+    assert!(s.claim_new("G1", "TRNF", b"req", None).unwrap());
     assert!(
         s.transition(&change("G1", State::Sent, Some(1), State::Failed, b"E902"))
             .unwrap()
     );
-    assert_eq!(s.reclaim_failed("G1", b"req").unwrap(), Some(2));
+    assert_eq!(s.reclaim_failed("G1", b"req", None).unwrap(), Some(2));
     assert!(
         !s.transition(&change("G1", State::Sent, Some(1), State::Done, b"0000"))
             .unwrap(),
@@ -190,7 +190,7 @@ pub fn rows_made_by_hand_with_only_the_required_columns_are_read(b: &Backend) {
     assert!(b.open(Access::ReadOnly).read("H").unwrap().is_some());
     assert!(
         b.open(Access::ReadOnly)
-            .claim_new("X", "TRNF", b"x")
+            .claim_new("X", "TRNF", b"x", None)
             .is_err(),
         "read-only"
     );

@@ -84,7 +84,7 @@ fn booked_by_an_operator_then_a_resend_gets_that_reply_and_resolve_leaves_it() {
     r.expect_code(EXIT_SETTLED);
     assert!(
         r.stdout()
-            .contains("\tUNKNOWN\tDONE\t0000\t1\toperator:alice\tcore ops ticket 4711\n"),
+            .contains("\tUNKNOWN\tDONE\t0000\t1\t-\toperator:alice\tcore ops ticket 4711\n"),
         "{}",
         r.stdout()
     );

@@ -22,6 +22,7 @@ fn row(guid: &str, state: State, code: &str, attempts: i64) -> Row {
         response: None,
         attempts: Some(attempts),
         updated_at: String::new(),
+        channel: None,
     }
 }
 
