@@ -114,3 +114,36 @@ impl ClientCertVerifier for ChannelVerifier {
         self.inner.supported_verify_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::pem::PemObject;
+    use testkit::pki::{Pair, Pki};
+
+    fn leaf(pair: &Pair) -> CertificateDer<'static> {
+        CertificateDer::from_pem_file(&pair.cert).expect("a PEM certificate")
+    }
+
+    #[test]
+    fn the_channel_is_the_one_common_name() {
+        let pki = Pki::new("test CA");
+        assert_eq!(
+            channel_of(&leaf(&pki.client("branch-7"))),
+            Ok("branch-7".into())
+        );
+        for bad in [
+            pki.client_with_cns(&[]),
+            pki.client_with_cns(&["a", "b"]),
+            pki.client("two words"),
+            pki.client(&"x".repeat(MAX_CHANNEL_LEN + 1)),
+        ] {
+            let err = channel_of(&leaf(&bad)).expect_err("not a channel");
+            // What the handshake's refusal is counted under.
+            assert!(matches!(
+                rustls::Error::from(err),
+                rustls::Error::InvalidCertificate(CertificateError::Other(_))
+            ));
+        }
+    }
+}
