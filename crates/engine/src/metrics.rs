@@ -12,8 +12,9 @@
 //! Rows by state and the age of the oldest UNKNOWN row cost a query, so they are not read
 //! per scrape: a `Sampler` thread reads them every `SAMPLE_INTERVAL` through the `Store`.
 
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{LazyLock, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -28,6 +29,9 @@ use ledger::store::Store;
 
 /// How often the sampler reads rows by state and the oldest UNKNOWN row's age.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The `channel` label (and log field) of an anonymous channel's requests.
+pub const ANONYMOUS: &str = "-";
 
 /// The content type of `encode`'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -61,6 +65,15 @@ pub struct Metrics {
     pub connections_open: IntGauge,
     /// Channel connections closed at once, by the limit that refused them.
     pub connections_refused: IntCounterVec,
+    /// Requests answered, by the connection's channel identity (`-`: anonymous).
+    pub channel_requests: IntCounterVec,
+    /// TLS handshakes on the channel listener that did not end in a session, by reason.
+    pub tls_refused: IntCounterVec,
+    /// Seconds until the channel listener's certificate expires (negative: expired);
+    /// exported only when the listener speaks TLS, computed at each scrape.
+    tls_cert_expiry: Gauge,
+    tls_not_after: AtomicI64,
+    tls_on: Once,
     /// Connections to the core open now (in use, idle in the keep-alive pool, or held by a
     /// late-reply waiter).
     pub core_connections: IntGauge,
@@ -154,6 +167,26 @@ impl Metrics {
                  (max_connections, max_connections_per_peer).",
                 "limit",
             ),
+            channel_requests: counter_vec(
+                "txrelay_channel_requests_total",
+                "Requests answered, by the channel identity of the connection (its client \
+                 certificate's CN; \"-\" for an anonymous channel).",
+                "channel",
+            ),
+            tls_refused: counter_vec(
+                "txrelay_tls_handshakes_refused_total",
+                "TLS handshakes on the channel listener refused or abandoned, by reason \
+                 (no_certificate, unknown_ca, expired, bad_subject, timeout, ...).",
+                "reason",
+            ),
+            tls_cert_expiry: Gauge::new(
+                "txrelay_tls_cert_expiry_seconds",
+                "Seconds until the channel listener's TLS certificate expires (negative: \
+                 expired).",
+            )
+            .expect("valid gauge"),
+            tls_not_after: AtomicI64::new(0),
+            tls_on: Once::new(),
             core_connections: gauge(
                 "txrelay_core_connections",
                 "Connections to the core open now: in a call, idle in the keep-alive pool, \
@@ -244,8 +277,30 @@ impl Metrics {
         m
     }
 
+    /// The channel listener speaks TLS: its refusals by reason exist from now on, and the
+    /// certificate in use expires at `not_after` (Unix seconds; again at each reload).
+    pub fn tls_listener(&self, not_after: i64, reasons: &[&str]) {
+        self.tls_not_after.store(not_after, Ordering::Relaxed);
+        self.tls_on.call_once(|| {
+            self.registry
+                .register(Box::new(self.tls_cert_expiry.clone()))
+                .expect("registered once");
+            for reason in reasons {
+                self.tls_refused.with_label_values(&[reason]);
+            }
+        });
+    }
+
     /// Everything, in the Prometheus text format (`CONTENT_TYPE`).
     pub fn encode(&self) -> String {
+        if self.tls_on.is_completed() {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64();
+            self.tls_cert_expiry
+                .set(self.tls_not_after.load(Ordering::Relaxed) as f64 - now);
+        }
         let mut out = String::new();
         TextEncoder::new()
             .encode_utf8(&self.registry.gather(), &mut out)
@@ -253,10 +308,13 @@ impl Metrics {
         out
     }
 
-    /// One answered request.
-    pub fn request(&self, code: &[u8]) {
+    /// One answered request, on a connection of `channel` (`None`: anonymous).
+    pub fn request(&self, code: &[u8], channel: Option<&str>) {
         let code = String::from_utf8_lossy(code);
         self.requests.with_label_values(&[code.as_ref()]).inc();
+        self.channel_requests
+            .with_label_values(&[channel.unwrap_or(ANONYMOUS)])
+            .inc();
     }
 
     /// One POST to the core, and what it came to: `outcome` is its label (`booked`,
@@ -350,7 +408,7 @@ mod tests {
     #[test]
     fn the_exposition_has_every_family_with_help_and_type() {
         let m = metrics();
-        m.request(b"0000");
+        m.request(b"0000", None);
         m.core_call("not_sent", Duration::from_millis(3));
         m.commit(4, Duration::from_micros(700));
         let text = m.encode();

@@ -4,31 +4,43 @@
 //! is what keeps pipelined replies in request order. Whatever one connection does — garbage,
 //! a stall mid-frame, silence — costs only its own thread. Reading a frame under its
 //! timeouts is `frames`; the file descriptor budget `descriptors`; the start's errors `error`.
+//!
+//! With `--tls-cert` the connection thread first runs a TLS handshake (`handshake`), with a
+//! configuration loaded by `tls` and, for mutual TLS, a verifier that takes the channel
+//! identity from the client certificate (`identity`); the frames then travel inside the
+//! session unchanged. The open connections and their limits are `Slot`s.
 
 mod descriptors;
 mod error;
 mod frames;
+mod handshake;
+pub mod identity;
 #[cfg(test)]
 mod tests;
+mod tls;
 
 pub use descriptors::descriptors_needed;
 pub use error::StartError;
+pub use tls::{ListenerTls, TlsError};
 
 use std::collections::HashMap;
-use std::io::{self, BufReader, Write};
+use std::fmt;
+use std::io::{self, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::{info, warn};
+use rustls::{ServerConfig, StreamOwned};
 
 use self::descriptors::{ledger_descriptors, raise_descriptor_limit};
 use self::frames::{ConnEnd, read_frame};
+use self::handshake::{Refused, handshake};
 use crate::admin::Admin;
 use crate::late::LateReplies;
-use crate::metrics::metrics;
+use crate::metrics::{ANONYMOUS, metrics};
 use crate::transfer;
 use core_client::CoreClient;
 use core_client::tls::TlsFiles;
@@ -55,10 +67,66 @@ pub struct Config {
     pub late_reply: Duration,
     /// Most calls listened to that way at once; beyond, a timed-out call is dropped.
     pub max_late_replies: usize,
+    /// `--tls-cert`, `--tls-key`, `--client-ca`, `--client-crl`: TLS on the channel
+    /// listener (CONTRACT §8); `None`: plain TCP.
+    pub tls: Option<ListenerTls>,
+    /// Connections one channel identity may hold at once (`None`: no limit of its own).
+    pub max_connections_per_channel: Option<usize>,
+}
+
+/// A warning at start (and at each reload) when the server certificate expires this soon.
+const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// The channel listener's TLS: the files, and the configuration new handshakes use.
+struct ListenerState {
+    files: ListenerTls,
+    config: RwLock<Arc<ServerConfig>>,
+}
+
+impl ListenerState {
+    fn load(files: ListenerTls) -> Result<ListenerState, TlsError> {
+        let loaded = tls::load(&files)?;
+        note_expiry(&files, loaded.not_after);
+        Ok(ListenerState {
+            files,
+            config: RwLock::new(loaded.config),
+        })
+    }
+
+    fn current(&self) -> Arc<ServerConfig> {
+        Arc::clone(&self.config.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Reads the files again; on any error the configuration in use stays.
+    fn reload(&self) -> Result<(), TlsError> {
+        let loaded = tls::load(&self.files)?;
+        note_expiry(&self.files, loaded.not_after);
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = loaded.config;
+        Ok(())
+    }
+}
+
+/// The expiry gauge, and a warning if the certificate expires within `EXPIRY_WARNING`.
+fn note_expiry(files: &ListenerTls, not_after: i64) {
+    metrics().tls_listener(not_after, handshake::REASONS);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let left = not_after.saturating_sub(now);
+    let cert = files.cert.display();
+    if left <= 0 {
+        warn!("the TLS certificate --tls-cert {cert} has expired: renew it, then send SIGHUP");
+    } else if left < EXPIRY_WARNING.as_secs() as i64 {
+        warn!(
+            "the TLS certificate --tls-cert {cert} expires in {} h: renew it, then send SIGHUP",
+            left / 3600
+        );
+    }
 }
 
 struct Shared {
     store: Arc<dyn Store>,
+    tls: Option<ListenerState>,
     late: Option<Arc<LateReplies>>,
     core: CoreClient,
     config: Config,
@@ -73,12 +141,29 @@ struct Shared {
 }
 
 /// The open channel connections, kept so that a shutdown can wake the threads that sit in
-/// `read`, and counted per source IP.
+/// `read`, and counted per peer.
 #[derive(Default)]
 struct Conns {
     next_id: u64,
     open: HashMap<u64, Arc<TcpStream>>,
-    per_peer: HashMap<IpAddr, usize>,
+    per_peer: HashMap<PeerKey, usize>,
+}
+
+/// What the per-peer limit counts a connection under: its source IP until its TLS
+/// handshake names a channel, then that channel (one concentrator's IP may carry several).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum PeerKey {
+    Ip(IpAddr),
+    Channel(String),
+}
+
+impl fmt::Display for PeerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerKey::Ip(ip) => ip.fmt(f),
+            PeerKey::Channel(c) => write!(f, "channel:{c}"),
+        }
+    }
 }
 
 impl Shared {
@@ -137,6 +222,17 @@ impl Relay {
             config.max_connections,
             ledger_descriptors(db) + late_sockets,
         )?;
+        let tls = config
+            .tls
+            .clone()
+            .map(ListenerState::load)
+            .transpose()
+            .map_err(StartError::Tls)?;
+        if config.max_connections_per_channel.is_some() {
+            metrics()
+                .connections_refused
+                .with_label_values(&["max_connections_per_channel"]);
+        }
         let store = db
             .open(Access::Relay, "relay")
             .map_err(StartError::Ledger)?;
@@ -164,6 +260,7 @@ impl Relay {
                     ))
                 }),
                 store,
+                tls,
                 core,
                 config,
                 conns: Mutex::default(),
@@ -241,16 +338,23 @@ impl Relay {
         drop(self.admin);
     }
 
+    /// What re-reads the TLS files (on SIGHUP); `None` when the listener is plain TCP.
+    pub fn tls_reloader(&self) -> Option<TlsReloader> {
+        self.shared.tls.as_ref()?;
+        Some(TlsReloader(Arc::clone(&self.shared)))
+    }
+
     /// The background waiters for late replies, if `--late-reply-ms` is not zero.
     pub fn late_replies(&self) -> Option<Arc<LateReplies>> {
         self.shared.late.clone()
     }
 
     fn admit(&self, stream: TcpStream) {
+        let accepted = Instant::now();
         let Ok(peer) = stream.peer_addr() else {
             return; // already gone
         };
-        let Some(slot) = Slot::take(&self.shared, peer.ip(), stream) else {
+        let Some(mut slot) = Slot::take(&self.shared, peer.ip(), stream) else {
             return;
         };
         let spawned = thread::Builder::new()
@@ -259,7 +363,7 @@ impl Relay {
             .spawn(move || {
                 // The slot is freed when this closure ends, however it ends (a panic
                 // included), or when it is dropped unrun because the thread did not start.
-                if let Err(e) = serve_connection(&slot.shared, &slot.stream) {
+                if let Err(e) = serve_connection(&mut slot, peer, accepted) {
                     info!("connection {peer} closed: {e}");
                 }
             });
@@ -269,11 +373,26 @@ impl Relay {
     }
 }
 
+/// Re-reads the channel listener's TLS files: new handshakes use them, open connections
+/// keep their sessions.
+#[derive(Clone)]
+pub struct TlsReloader(Arc<Shared>);
+
+impl TlsReloader {
+    /// On an error (one line naming the file) the configuration in use stays.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        match &self.0.tls {
+            Some(tls) => tls.reload(),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A connection's place among the open ones; gives it back when dropped.
 struct Slot {
     shared: Arc<Shared>,
     id: u64,
-    peer: IpAddr,
+    peer: PeerKey,
     stream: Arc<TcpStream>,
 }
 
@@ -296,6 +415,7 @@ impl Slot {
             warn!("connection limit {max} reached: closed a new connection ({n} so far)");
             return None;
         }
+        let peer = PeerKey::Ip(peer);
         let per_peer = conns.per_peer.get(&peer).copied().unwrap_or(0);
         let max_peer = shared.config.max_connections_per_peer;
         if per_peer >= max_peer {
@@ -315,7 +435,7 @@ impl Slot {
         conns.next_id += 1;
         let id = conns.next_id;
         conns.open.insert(id, Arc::clone(&stream));
-        *conns.per_peer.entry(peer).or_default() += 1;
+        *conns.per_peer.entry(peer.clone()).or_default() += 1;
         metrics().connections_open.inc();
         Some(Slot {
             shared: Arc::clone(shared),
@@ -324,18 +444,44 @@ impl Slot {
             stream,
         })
     }
+
+    /// Counts this connection, from now on, under `channel` instead of its source IP; or
+    /// the limit (a `connections_refused` label) that `channel` has reached.
+    fn bind_channel(&mut self, channel: &str) -> Result<(), (&'static str, usize)> {
+        let key = PeerKey::Channel(channel.to_string());
+        let config = &self.shared.config;
+        let mut conns = self.shared.conns();
+        let n = conns.per_peer.get(&key).copied().unwrap_or(0);
+        if let Some(max) = config.max_connections_per_channel
+            && n >= max
+        {
+            return Err(("max_connections_per_channel", max));
+        }
+        if n >= config.max_connections_per_peer {
+            return Err(("max_connections_per_peer", config.max_connections_per_peer));
+        }
+        release(&mut conns.per_peer, &self.peer);
+        *conns.per_peer.entry(key.clone()).or_default() += 1;
+        self.peer = key;
+        Ok(())
+    }
+}
+
+/// One connection fewer under `key`.
+fn release(per_peer: &mut HashMap<PeerKey, usize>, key: &PeerKey) {
+    if let Some(n) = per_peer.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            per_peer.remove(key);
+        }
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut conns = self.shared.conns();
         conns.open.remove(&self.id);
-        if let Some(n) = conns.per_peer.get_mut(&self.peer) {
-            *n -= 1;
-            if *n == 0 {
-                conns.per_peer.remove(&self.peer);
-            }
-        }
+        release(&mut conns.per_peer, &self.peer);
         drop(conns);
         metrics().connections_open.dec();
         self.shared.conn_ended.notify_all();
@@ -364,35 +510,89 @@ fn widen_backlog(listener: &TcpListener) {
 #[cfg(not(unix))]
 fn widen_backlog(_: &TcpListener) {}
 
-fn serve_connection(shared: &Shared, stream: &TcpStream) -> Result<(), ConnEnd> {
-    let cfg = &shared.config;
-    let _ = stream.set_nodelay(true);
-    stream
-        .set_write_timeout(Some(cfg.frame_timeout))
+/// Serves one connection: over TLS, the handshake first (within the frame timeout from
+/// `accepted`), then the frames in order.
+fn serve_connection(slot: &mut Slot, peer: SocketAddr, accepted: Instant) -> Result<(), ConnEnd> {
+    let shared = Arc::clone(&slot.shared);
+    let stream = Arc::clone(&slot.stream);
+    let sock: &TcpStream = &stream;
+    let _ = sock.set_nodelay(true);
+    let frame_timeout = shared.config.frame_timeout;
+    let Some(tls) = &shared.tls else {
+        sock.set_write_timeout(Some(frame_timeout))
+            .map_err(ConnEnd::Io)?;
+        return serve_frames(&shared, sock, &mut BufReader::new(sock), None);
+    };
+    let (conn, channel) = match handshake(tls.current(), sock, accepted + frame_timeout) {
+        Ok(session) => session,
+        Err(refused) => {
+            handshake_refused(&shared, peer, &refused);
+            return Ok(());
+        }
+    };
+    if let Some(channel) = &channel
+        && let Err((limit, max)) = slot.bind_channel(channel)
+    {
+        metrics()
+            .connections_refused
+            .with_label_values(&[limit])
+            .inc();
+        warn!("{limit} {max} reached for channel {channel}: closed a new connection from {peer}");
+        return Ok(());
+    }
+    sock.set_write_timeout(Some(frame_timeout))
         .map_err(ConnEnd::Io)?;
-    let mut writer = stream;
-    let mut reader = BufReader::new(stream);
-    while let Some(msg) = read_frame(&mut reader, cfg.idle_timeout, cfg.frame_timeout)? {
+    let mut reader = BufReader::new(StreamOwned::new(conn, sock));
+    let served = serve_frames(&shared, sock, &mut reader, channel.as_deref());
+    let session = reader.get_mut();
+    session.conn.send_close_notify();
+    let _ = session.flush();
+    served
+}
+
+/// One line and one count per refused handshake; none for the connections a shutdown cut.
+fn handshake_refused(shared: &Shared, peer: SocketAddr, refused: &Refused) {
+    if shared.stopping() {
+        return;
+    }
+    let reason = refused.reason();
+    metrics().tls_refused.with_label_values(&[reason]).inc();
+    warn!("TLS handshake from {peer} refused ({reason}): {refused}");
+}
+
+/// Reads frames from `reader` (over `sock`) and answers each in turn, until the channel
+/// closes, a frame is bad or late, or the relay stops.
+fn serve_frames<S: Read + Write>(
+    shared: &Shared,
+    sock: &TcpStream,
+    reader: &mut BufReader<S>,
+    channel: Option<&str>,
+) -> Result<(), ConnEnd> {
+    let cfg = &shared.config;
+    while let Some(msg) = read_frame(reader, sock, cfg.idle_timeout, cfg.frame_timeout)? {
         let started = Instant::now();
         let handled = transfer::handle(
             shared.store.as_ref(),
             &shared.core,
             shared.late.as_ref(),
-            None,
+            channel,
             &msg,
         );
-        metrics().request(&handled.code);
+        metrics().request(&handled.code, channel);
         // One line per request; the fields are key-values, so that `--log-format json`
-        // carries them as keys and the text format prints `guid=… code=… state=… ms=…`.
+        // carries them as keys and the text format prints `guid=… channel=… code=… state=…
+        // ms=…`.
         info!(
             guid = handled.guid.as_str(),
+            channel = channel.unwrap_or(ANONYMOUS),
             code = String::from_utf8_lossy(&handled.code).as_ref(),
             state = handled.state.map_or("-", |s| s.as_str()),
             ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             ""
         );
-        writer
-            .write_all(&wire::frame(&handled.reply))
+        let out = reader.get_mut();
+        out.write_all(&wire::frame(&handled.reply))
+            .and_then(|()| out.flush())
             .map_err(ConnEnd::Io)?;
         if shared.stopping() {
             break;

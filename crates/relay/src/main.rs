@@ -1,7 +1,7 @@
 //! `relay`: channels in (framed TCP), core out (HTTP), one ledger row per GUID in between.
 
 use std::io::Write;
-
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::thread;
 use std::time::Duration;
@@ -9,10 +9,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
-use engine::server::{Config, Relay};
+use engine::server::{Config, ListenerTls, Relay, TlsReloader};
 use engine::transfer::{MAX_CORE_DEADLINE, STALE_SENT_FLOOR};
-use log::info;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use log::{error, info};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 cli::db_flag! {
@@ -72,6 +72,45 @@ struct Args {
     /// 127.0.0.1:9300. Off unless given.
     #[arg(long, env = "RELAY_ADMIN")]
     admin: Option<String>,
+    /// Speak TLS (1.2, 1.3) to the channels with this certificate chain (PEM, leaf first).
+    /// Re-read, with the other TLS files, on SIGHUP.
+    #[arg(
+        long,
+        env = "RELAY_TLS_CERT",
+        value_name = "PATH",
+        requires = "tls_key"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(
+        long,
+        env = "RELAY_TLS_KEY",
+        value_name = "PATH",
+        requires = "tls_cert"
+    )]
+    tls_key: Option<PathBuf>,
+    /// Mutual TLS: every channel must show a client certificate chaining to a CA in this
+    /// file (PEM); its subject's CN is the channel's identity.
+    #[arg(
+        long,
+        env = "RELAY_CLIENT_CA",
+        value_name = "PATH",
+        requires = "tls_cert"
+    )]
+    client_ca: Option<PathBuf>,
+    /// Certificate revocation lists (PEM) for the client certificates.
+    #[arg(
+        long,
+        env = "RELAY_CLIENT_CRL",
+        value_name = "PATH",
+        requires = "client_ca"
+    )]
+    client_crl: Option<PathBuf>,
+    /// Connections one channel identity (mutual TLS) may hold; beyond it, its new
+    /// connections are closed after the handshake. Off unless given.
+    #[arg(long, env = "RELAY_MAX_CONNECTIONS_PER_CHANNEL", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections_per_channel: Option<u64>,
     #[command(flatten)]
     log: LogFormatFlag,
 }
@@ -110,6 +149,17 @@ fn main() -> ExitCode {
     cli::main_logged("relay", args.log.log_format, || run(args))
 }
 
+/// SIGHUP: new handshakes use the files as they are now; a bad file keeps the old ones.
+fn reload(reloader: Option<&TlsReloader>) {
+    match reloader.map(TlsReloader::reload) {
+        None => info!("SIGHUP: nothing to reload (the channel listener is plain TCP)"),
+        Some(Ok(())) => info!("reloaded TLS certificates"),
+        Some(Err(e)) => {
+            error!("SIGHUP: cannot reload the TLS certificates, keeping those in use: {e}")
+        }
+    }
+}
+
 fn run(args: Args) -> anyhow::Result<u8> {
     let core = args.core.with(&args.timeouts);
     let config = Config {
@@ -125,6 +175,18 @@ fn run(args: Args) -> anyhow::Result<u8> {
             .unwrap_or(usize::MAX),
         late_reply: Duration::from_millis(args.late_reply_ms),
         max_late_replies: usize::try_from(args.max_late_replies).unwrap_or(usize::MAX),
+        tls: args
+            .tls_cert
+            .zip(args.tls_key)
+            .map(|(cert, key)| ListenerTls {
+                cert,
+                key,
+                client_ca: args.client_ca,
+                client_crl: args.client_crl,
+            }),
+        max_connections_per_channel: args
+            .max_connections_per_channel
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
     };
     let db = cli::db_arg::<Args>(&args.ledger.db);
     let mut relay = Relay::start(&db, config).context("cannot start")?;
@@ -136,16 +198,23 @@ fn run(args: Args) -> anyhow::Result<u8> {
         .context("cannot read the bound address")?;
 
     // SIGTERM / SIGINT: stop accepting, finish what is in flight, exit 0. A second signal
-    // changes nothing: in-flight requests are bounded by the core timeouts anyway. Installed
-    // before `listening on`, so that a signal sent as soon as that line appears is handled.
+    // changes nothing: in-flight requests are bounded by the core timeouts anyway. SIGHUP:
+    // re-read the TLS files. Installed before `listening on`, so that a signal sent as soon
+    // as that line appears is handled.
     let handle = relay
         .shutdown_handle()
         .context("cannot read the bound address")?;
-    let mut signals = Signals::new([SIGTERM, SIGINT]).context("cannot install signal handlers")?;
+    let reloader = relay.tls_reloader();
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT, SIGHUP]).context("cannot install signal handlers")?;
     thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            info!("signal {sig}: shutting down, finishing requests in flight");
-            handle.shutdown();
+        for sig in signals.forever() {
+            if sig == SIGHUP {
+                reload(reloader.as_ref());
+            } else {
+                info!("signal {sig}: shutting down, finishing requests in flight");
+                handle.shutdown();
+            }
         }
     });
 

@@ -218,13 +218,14 @@ fn json_logs_carry_the_request_line_fields_as_keys() {
         "{v}"
     );
 
-    // The text format's line is unchanged: `guid=… code=… state=… ms=…`.
+    assert_eq!(v["channel"], "-", "{v}");
+
+    // The text format's line: `guid=… channel=… code=… state=… ms=…` (`-`: anonymous).
     let mut cmd = relay_command(&s.db, &s.core().url(), &[]);
     cmd.env("RUST_LOG", "info");
     let text = Server::start(cmd);
     assert_code(&call(&text.addr, &msg("G-TEXT", 5, "")), "0000");
-    assert!(eventually(WAIT, || text
-        .stderr()
-        .lines()
-        .any(|l| l.contains("] guid=G-TEXT code=0000 state=DONE ms="))));
+    assert!(eventually(WAIT, || text.stderr().lines().any(
+        |l| l.contains("] guid=G-TEXT channel=- code=0000 state=DONE ms=")
+    )));
 }

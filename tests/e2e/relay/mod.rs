@@ -1,7 +1,8 @@
 //! The relay end to end: real `relay` and `coresim` processes, a temp ledger each, and
 //! assertions on exact reply bytes, ledger rows and the core's per-GUID booking counts; and
 //! its admin port, metrics and log formats (`metrics`), and the admin port under slow
-//! clients and a ledger whose claims fail (`admin_port`).
+//! clients and a ledger whose claims fail (`admin_port`); TLS to the core (`tls`) and on the
+//! channel listener (`tls_channel`).
 
 mod admin_port;
 mod frames;
@@ -12,3 +13,4 @@ mod limits;
 mod metrics;
 mod replies;
 pub(crate) mod tls;
+mod tls_channel;

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime};
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -61,18 +62,80 @@ impl Pki {
 
     /// A server certificate for `names` (host names or IP addresses).
     pub fn server(&self, names: &[&str]) -> Pair {
-        self.leaf(names, names[0], ExtendedKeyUsagePurpose::ServerAuth)
+        self.leaf(
+            names,
+            &[names[0]],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            None,
+        )
+    }
+
+    /// A server certificate for `names` that expires in `left`.
+    pub fn server_expiring_in(&self, names: &[&str], left: Duration) -> Pair {
+        let now = SystemTime::now();
+        let validity = (now - Duration::from_secs(3600), now + left);
+        self.leaf(
+            names,
+            &[names[0]],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            Some(validity),
+        )
     }
 
     /// A client certificate for `name`.
     pub fn client(&self, name: &str) -> Pair {
-        self.leaf(&[], name, ExtendedKeyUsagePurpose::ClientAuth)
+        self.client_with_cns(&[name])
     }
 
-    fn leaf(&self, names: &[&str], cn: &str, usage: ExtendedKeyUsagePurpose) -> Pair {
+    /// A client certificate whose subject has these common names (none, one or several;
+    /// without any, the subject is an organization alone).
+    pub fn client_with_cns(&self, cns: &[&str]) -> Pair {
+        self.leaf(&[], cns, ExtendedKeyUsagePurpose::ClientAuth, None)
+    }
+
+    /// A client certificate for `name` that expired a day ago.
+    pub fn client_expired(&self, name: &str) -> Pair {
+        let now = SystemTime::now();
+        let validity = (
+            now - Duration::from_secs(30 * 86400),
+            now - Duration::from_secs(86400),
+        );
+        self.leaf(
+            &[],
+            &[name],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            Some(validity),
+        )
+    }
+
+    fn leaf(
+        &self,
+        names: &[&str],
+        cns: &[&str],
+        usage: ExtendedKeyUsagePurpose,
+        validity: Option<(SystemTime, SystemTime)>,
+    ) -> Pair {
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let mut params = CertificateParams::new(names).expect("valid names");
-        params.distinguished_name.push(DnType::CommonName, cn);
+        if cns.is_empty() {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, "no common name");
+        }
+        for (i, cn) in cns.iter().enumerate() {
+            // rcgen keeps one value per attribute type: a second CN goes in under the CN's
+            // OID (2.5.4.3) spelled as a custom type.
+            let ty = match i {
+                0 => DnType::CommonName,
+                _ => DnType::CustomDnType(vec![2, 5, 4, 3]),
+            };
+            params.distinguished_name.push(ty, *cn);
+        }
+        if let Some((from, to)) = validity {
+            params.not_before = from.into();
+            params.not_after = to.into();
+        }
+        let cn = cns.first().copied().unwrap_or("no-cn");
         params.use_authority_key_identifier_extension = true;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![usage];

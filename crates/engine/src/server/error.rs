@@ -19,6 +19,8 @@ pub enum StartError {
         addr: String,
         source: io::Error,
     },
+    /// A TLS file of the channel listener cannot be used.
+    Tls(super::TlsError),
     /// `--max-connections` does not fit in the file descriptors the process may open.
     Descriptors {
         max_connections: usize,
@@ -32,6 +34,7 @@ impl fmt::Display for StartError {
         match self {
             StartError::Ledger(e) => e.fmt(f),
             StartError::Core(e) => e.fmt(f),
+            StartError::Tls(e) => e.fmt(f),
             StartError::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
             StartError::Admin { addr, source } => {
                 write!(f, "cannot listen on {addr} (--admin): {source}")

@@ -34,22 +34,26 @@ fn is_timeout(e: &io::Error) -> bool {
     )
 }
 
-/// Reads one frame. `Ok(None)`: the channel closed cleanly between frames. The idle timeout
-/// runs until a frame's first byte; from then on the whole frame has `frame_timeout`.
-pub(super) fn read_frame(
-    r: &mut BufReader<&TcpStream>,
+/// Reads one frame from `r`, a reader over `sock` (the socket itself, or a TLS session on
+/// it): the timeouts are set on `sock`. `Ok(None)`: the channel closed cleanly between
+/// frames. The idle timeout runs until a frame's first byte; from then on the whole frame
+/// has `frame_timeout`.
+pub(super) fn read_frame<R: Read>(
+    r: &mut BufReader<R>,
+    sock: &TcpStream,
     idle: Duration,
     frame: Duration,
 ) -> Result<Option<Vec<u8>>, ConnEnd> {
     if r.buffer().is_empty() {
-        r.get_ref()
-            .set_read_timeout(Some(idle))
-            .map_err(ConnEnd::Io)?;
+        sock.set_read_timeout(Some(idle)).map_err(ConnEnd::Io)?;
         loop {
             match io::BufRead::fill_buf(r) {
                 Ok([]) => return Ok(None),
                 Ok(_) => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // A TLS channel that closes its socket between frames without a
+                // close_notify: as clean as a plain channel's close (a socket never says it).
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
                 Err(e) if is_timeout(&e) => return Err(ConnEnd::Idle),
                 Err(e) => return Err(ConnEnd::Io(e)),
             }
@@ -57,6 +61,7 @@ pub(super) fn read_frame(
     }
     let mut by_deadline = Deadline {
         r,
+        sock,
         at: Instant::now() + frame,
     };
     wire::read_frame(&mut by_deadline)
@@ -71,19 +76,20 @@ pub(super) fn read_frame(
 
 /// A reader whose every read must end by `at`: before each read that must wait for the
 /// socket, the socket's timeout is set to what is left.
-struct Deadline<'a, 'b> {
-    r: &'a mut BufReader<&'b TcpStream>,
+struct Deadline<'a, R> {
+    r: &'a mut BufReader<R>,
+    sock: &'a TcpStream,
     at: Instant,
 }
 
-impl Read for Deadline<'_, '_> {
+impl<R: Read> Read for Deadline<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.r.buffer().is_empty() {
             let left = self.at.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(io::ErrorKind::TimedOut.into());
             }
-            self.r.get_ref().set_read_timeout(Some(left))?;
+            self.sock.set_read_timeout(Some(left))?;
         }
         self.r.read(buf)
     }

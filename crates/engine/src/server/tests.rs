@@ -16,6 +16,8 @@ fn relay(max_per_peer: usize) -> (tempfile::TempDir, Relay) {
         max_connections_per_peer: max_per_peer,
         late_reply: Duration::ZERO,
         max_late_replies: 0,
+        tls: None,
+        max_connections_per_channel: None,
     };
     let db = Db::Sqlite(dir.path().join("l.db"));
     let relay = Relay::start(&db, config).unwrap();
