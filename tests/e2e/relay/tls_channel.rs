@@ -429,7 +429,6 @@ fn a_certificate_about_to_expire_is_a_warning_and_a_gauge() {
 }
 
 #[test]
-#[ignore = "needs i18-ledger (the ownership rule in the claim)"]
 fn a_guid_belongs_to_the_channel_that_claimed_it() {
     skip_if_unavailable!();
     let s = TlsScene::new(true, &[]);
@@ -441,4 +440,45 @@ fn a_guid_belongs_to_the_channel_that_claimed_it() {
     assert_eq!(theirs, short(&m, &E_GUID_REUSED), "B never sees A's reply");
     assert_eq!(s.core.by_guid().get("G-OWNED"), Some(&1));
     assert_eq!(s.chan(Some(&a)).unwrap().call(&m).unwrap(), first);
+    assert_eq!(
+        s.db.row("G-OWNED").unwrap().channel.as_deref(),
+        Some("chan-a")
+    );
+
+    // An anonymous channel (a plain-TCP relay on the same ledger) gets E904 for it too.
+    let plain = start_relay(&s.db, &s.core.url(), &[]);
+    assert_eq!(call(&plain.addr, &m), short(&m, &E_GUID_REUSED));
+
+    // A GUID with no channel (claimed anonymously) is usable by a named channel: the stored
+    // reply, byte for byte, and the row keeps no channel.
+    let anon = msg("G-NO-CHANNEL", 701, "");
+    let stored = call(&plain.addr, &anon);
+    assert_code(&stored, "0000");
+    assert_eq!(s.chan(Some(&b)).unwrap().call(&anon).unwrap(), stored);
+    assert_eq!(s.db.row("G-NO-CHANNEL").unwrap().channel, None);
+    assert_eq!(s.core.bookings("G-OWNED"), 1);
+    assert_eq!(s.core.bookings("G-NO-CHANNEL"), 1);
+}
+
+/// A FAILED row with no channel (the core was down for an anonymous channel) re-claimed by a
+/// named channel becomes that channel's: sent once more, then E904 to the anonymous one.
+#[test]
+fn a_named_channel_reclaims_a_failed_guid_without_a_channel_and_owns_it() {
+    skip_if_unavailable!();
+    let s = TlsScene::new(true, &[]);
+    let a = s.pki.client("chan-a");
+    let m = msg("G-RECLAIM", 702, "");
+    let down = start_relay(&s.db, &testkit::dead_url(), &[]);
+    assert_code(&call(&down.addr, &m), "E902");
+    assert_eq!(s.db.row("G-RECLAIM").unwrap().channel, None);
+    let reply = s.chan(Some(&a)).unwrap().call(&m).unwrap();
+    assert_code(&reply, "0000");
+    let row = s.db.row("G-RECLAIM").unwrap();
+    assert_eq!(
+        (row.channel.as_deref(), row.attempts),
+        (Some("chan-a"), Some(2))
+    );
+    let plain = start_relay(&s.db, &s.core.url(), &[]);
+    assert_eq!(call(&plain.addr, &m), short(&m, &E_GUID_REUSED));
+    assert_eq!(s.core.bookings("G-RECLAIM"), 1);
 }
