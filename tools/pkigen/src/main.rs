@@ -3,12 +3,11 @@
 //! certificate per channel, written as PEM files into a directory. Test certificates only:
 //! the keys are written unencrypted, the CA's key is not kept.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
-use testkit::pki::{Pair, Pki};
+use testkit::pki::write_certs;
 
 /// Writes DIR/ca.pem, DIR/relay.pem and DIR/relay.key, and DIR/<CN>.pem and DIR/<CN>.key
 /// for every --client CN.
@@ -48,26 +47,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("cannot create {}", args.dir.display()))?;
-    let pki = Pki::new("txrelay test CA");
-    copy(pki.ca(), &args.dir.join("ca.pem"))?;
     let names: Vec<&str> = args.relay_names.iter().map(String::as_str).collect();
-    write_pair(&pki.server(&names), &args.dir, "relay")?;
-    for cn in &args.clients {
-        write_pair(&pki.client(cn), &args.dir, cn)?;
-    }
+    let clients: Vec<&str> = args.clients.iter().map(String::as_str).collect();
+    write_certs(&args.dir, &names, &clients).map_err(anyhow::Error::msg)?;
     println!("wrote {}", args.dir.display());
     Ok(())
-}
-
-fn write_pair(pair: &Pair, dir: &Path, stem: &str) -> anyhow::Result<()> {
-    copy(&pair.cert, &dir.join(format!("{stem}.pem")))?;
-    copy(&pair.key, &dir.join(format!("{stem}.key")))
-}
-
-fn copy(from: &Path, to: &Path) -> anyhow::Result<()> {
-    std::fs::copy(from, to)
-        .map(|_| ())
-        .with_context(|| format!("cannot write {}", to.display()))
 }

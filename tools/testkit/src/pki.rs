@@ -88,3 +88,28 @@ impl Pki {
         pair
     }
 }
+
+/// Writes a certificate set for scripts and chaos runs into `dir` (created if missing): a new
+/// CA as `ca.pem`, a server certificate for `relay_names` as `relay.pem` and `relay.key`,
+/// and a client certificate with subject CN `cn` as `<cn>.pem` and `<cn>.key` for each of
+/// `clients` (names that are file names). Errors name the file.
+pub fn write_certs(dir: &Path, relay_names: &[&str], clients: &[&str]) -> Result<(), String> {
+    let copy = |from: &Path, name: &str| {
+        let to = dir.join(name);
+        std::fs::copy(from, &to)
+            .map(|_| ())
+            .map_err(|e| format!("cannot write {}: {e}", to.display()))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let pki = Pki::new("txrelay test CA");
+    copy(pki.ca(), "ca.pem")?;
+    let relay = pki.server(relay_names);
+    copy(&relay.cert, "relay.pem")?;
+    copy(&relay.key, "relay.key")?;
+    for cn in clients {
+        let pair = pki.client(cn);
+        copy(&pair.cert, &format!("{cn}.pem"))?;
+        copy(&pair.key, &format!("{cn}.key"))?;
+    }
+    Ok(())
+}
