@@ -113,7 +113,8 @@ trap 'exit 130' INT TERM
 certs="$work/certs"
 tls_cells=(1 64)
 ((quick)) && tls_cells=(64)
-if "$bin/relay" --help | grep -q -- '--tls-cert'; then
+relay_help=$("$bin/relay" --help)
+if [[ $relay_help == *--tls-cert* ]]; then
     "$bin/pkigen" "$certs" --client channel-a >/dev/null
     tls_relay=(--tls-cert "$certs/relay.pem" --tls-key "$certs/relay.key" --client-ca "$certs/ca.pem")
     tls_loadgen=(--tls-ca "$certs/ca.pem" --tls-cert "$certs/channel-a.pem" --tls-key "$certs/channel-a.key")
