@@ -64,7 +64,11 @@ mod tests {
             let mut chan = d.connect(&addr, t, t).unwrap();
             chan.send(b"Q").unwrap();
             chan.recv().unwrap();
-            assert_eq!(seen.recv_timeout(t), Ok(true), "a client certificate was shown");
+            assert_eq!(
+                seen.recv_timeout(t),
+                Ok(true),
+                "a client certificate was shown"
+            );
         }
     }
 }
