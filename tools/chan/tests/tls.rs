@@ -7,7 +7,6 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use testkit::pki::Pki;
-use testkit::tls::{Versions, answering_relay, server_config};
 
 fn chan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_chan"))
@@ -36,10 +35,8 @@ fn s(p: &Path) -> &str {
 #[test]
 fn a_named_channel_gets_its_reply_over_mutual_tls() {
     let pki = Pki::new("chan test CA");
-    let server = pki.server(&["localhost", "127.0.0.1"]);
     let client = pki.client("channel-a");
-    let config = server_config(&server.cert, &server.key, Some(pki.ca()), Versions::Both).unwrap();
-    let (addr, seen) = answering_relay(config);
+    let (addr, seen) = pki.answering_relay(true);
     // The default server name is the relay address's host: 127.0.0.1, in the certificate.
     let out = chan(&[
         "--relay",
@@ -60,8 +57,7 @@ fn a_named_channel_gets_its_reply_over_mutual_tls() {
     assert_eq!(seen.recv_timeout(Duration::from_secs(5)), Ok(true));
 
     // Anonymous TLS, the name given, through the environment twins.
-    let anon = server_config(&server.cert, &server.key, None, Versions::Both).unwrap();
-    let (addr, seen) = answering_relay(anon);
+    let (addr, seen) = pki.answering_relay(false);
     let out = Command::new(env!("CARGO_BIN_EXE_chan"))
         .args(["--guid", "TLS-G2", "--amount", "7"])
         .env_clear()
@@ -79,9 +75,7 @@ fn a_named_channel_gets_its_reply_over_mutual_tls() {
 fn a_relay_from_another_ca_or_a_missing_file_is_one_line_exit_1() {
     let pki = Pki::new("relay CA");
     let other = Pki::new("another CA");
-    let server = pki.server(&["localhost"]);
-    let config = server_config(&server.cert, &server.key, None, Versions::Both).unwrap();
-    let (addr, _seen) = answering_relay(config);
+    let (addr, _seen) = pki.answering_relay(false);
     let relay = addr.to_string();
     let out = chan(&[
         "--relay",
@@ -91,9 +85,7 @@ fn a_relay_from_another_ca_or_a_missing_file_is_one_line_exit_1() {
         "--tls-server-name",
         "localhost",
     ]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = one_line_exit_1(&out);
     assert!(
         err.contains("cannot connect to the relay") && err.contains("certificate"),
         "{err}"
@@ -101,24 +93,12 @@ fn a_relay_from_another_ca_or_a_missing_file_is_one_line_exit_1() {
 
     let missing = pki.dir().join("nope.pem");
     let out = chan(&["--relay", &relay, "--tls-ca", s(&missing)]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains(s(&missing)), "{err}");
+    assert!(one_line_exit_1(&out).contains(s(&missing)));
 
     let not_pem = pki.dir().join("not.pem");
     std::fs::write(&not_pem, "hello\n").unwrap();
     let out = chan(&["--relay", &relay, "--tls-ca", s(&not_pem)]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains(s(&not_pem)), "{err}");
-
-    let not_pem = pki.dir().join("not.pem");
-    std::fs::write(&not_pem, "hello\n").unwrap();
-    let out = chan(&["--relay", &relay, "--tls-ca", s(&not_pem)]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains(s(&not_pem)), "{err}");
+    assert!(one_line_exit_1(&out).contains(s(&not_pem)));
 
     let client = pki.client("channel-a");
     let out = chan(&[
@@ -131,9 +111,15 @@ fn a_relay_from_another_ca_or_a_missing_file_is_one_line_exit_1() {
         "--tls-key",
         s(&missing),
     ]);
+    assert!(one_line_exit_1(&out).contains(s(&missing)));
+}
+
+/// The one line on stderr of a run that exited 1.
+fn one_line_exit_1(out: &Output) -> String {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains(s(&missing)), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
 }
 
 #[test]

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 use testkit::pki::Pki;
-use testkit::tls::{Versions, answering_relay, server_config};
 
 fn loadgen(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loadgen"))
@@ -25,10 +24,8 @@ fn s(p: &Path) -> &str {
 #[test]
 fn kept_alive_connections_over_mutual_tls() {
     let pki = Pki::new("loadgen test CA");
-    let server = pki.server(&["localhost", "127.0.0.1"]);
     let client = pki.client("channel-a");
-    let config = server_config(&server.cert, &server.key, Some(pki.ca()), Versions::Both).unwrap();
-    let (addr, seen) = answering_relay(config);
+    let (addr, seen) = pki.answering_relay(true);
     let out = loadgen(&[
         "--relay",
         &addr.to_string(),

@@ -69,6 +69,20 @@ impl Pki {
         self.leaf(&[], name, ExtendedKeyUsagePurpose::ClientAuth)
     }
 
+    /// A TLS relay stand-in ([`crate::tls::answering_relay`]) with a certificate of this CA
+    /// for localhost and 127.0.0.1; with `mutual`, requiring a client certificate of this CA.
+    pub fn answering_relay(
+        &self,
+        mutual: bool,
+    ) -> (std::net::SocketAddr, std::sync::mpsc::Receiver<bool>) {
+        use crate::tls::{Versions, answering_relay, server_config};
+        let server = self.server(&["localhost", "127.0.0.1"]);
+        let client_ca = mutual.then(|| self.ca());
+        let config = server_config(&server.cert, &server.key, client_ca, Versions::Both)
+            .expect("a server configuration");
+        answering_relay(config)
+    }
+
     fn leaf(&self, names: &[&str], cn: &str, usage: ExtendedKeyUsagePurpose) -> Pair {
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let mut params = CertificateParams::new(names).expect("valid names");
