@@ -23,6 +23,12 @@ Builds with `cargo build --release --workspace --bins --quiet`, then runs:
                                       resend ratio 0.1 (direct: resend slots are new GUIDs);
                                       pg-relay: the relay on a PostgreSQL ledger (a throwaway
                                       server started here; skipped if PostgreSQL is missing)
+  tls-c1, tls-c64 (--quick: tls-c64)  the relay with mutual TLS (--tls-cert/--tls-key
+                                      --client-ca, certificates made by pkigen) and loadgen
+                                      over TLS as channel-a, each right after the plain
+                                      relay cell of the same concurrency; reported as
+                                      throughput TLS ÷ plain TCP (skipped, said so, if the
+                                      relay has no --tls-cert)
   costR-{relay,nohist,nolate}-c64     what history and late replies cost: the relay as is, with
                                       its history triggers dropped, and with --late-reply-ms 0,
                                       back to back in a rotated order, 3 rounds (--quick: 1)
@@ -102,6 +108,20 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# The TLS cells' certificates: a CA, the relay's (localhost, 127.0.0.1), channel-a's.
+certs="$work/certs"
+tls_cells=(1 64)
+((quick)) && tls_cells=(64)
+relay_help=$("$bin/relay" --help)
+if [[ $relay_help == *--tls-cert* ]]; then
+    "$bin/pkigen" "$certs" --client channel-a >/dev/null
+    tls_relay=(--tls-cert "$certs/relay.pem" --tls-key "$certs/relay.key" --client-ca "$certs/ca.pem")
+    tls_loadgen=(--tls-ca "$certs/ca.pem" --tls-cert "$certs/channel-a.pem" --tls-key "$certs/channel-a.key")
+else
+    echo "== this relay has no --tls-cert: TLS cells skipped"
+    tls_cells=()
+fi
 
 # start NAME LOG ARGS...: runs a server, waits for `listening on`, sets $addr and $pid.
 start() {
@@ -308,6 +328,7 @@ cell() {
     case $mode in
         pg-relay) db=$(pg_fresh "b_${name//-/_}") ;;
         nolate) relay_args=(--late-reply-ms 0) ;;
+        tls) relay_args=("${tls_relay[@]}") ;;
         nohist) # the relay creates the ledger; then its history triggers are dropped
             start relay "$work/$name.prep.log" --db "$db" --listen 127.0.0.1:0 --core "http://$core"
             stop "$pid"
@@ -431,6 +452,7 @@ started_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 pg_start
 for c in 1 8 64; do
     cell "relay-c$c" relay "$c"
+    [[ " ${tls_cells[*]} " != *" $c "* ]] || cell "tls-c$c" tls "$c" "${tls_loadgen[@]}"
     [[ -z $pg_base ]] || cell "pg-relay-c$c" pg-relay "$c"
     cell "direct-c$c" direct "$c"
 done
@@ -534,8 +556,9 @@ w("")
 w("| cell | conns | requests | throughput (req/s) | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms "
   "| replies by code | resends | errors | GUIDs booked >1 | relay peak RSS |")
 w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
-order = [c for c in ("relay-c1", "pg-relay-c1", "direct-c1", "relay-c8", "pg-relay-c8",
-                     "direct-c8", "relay-c64", "pg-relay-c64", "direct-c64", "pg3-c64", "replay-c64") if c in by]
+order = [c for c in ("relay-c1", "tls-c1", "pg-relay-c1", "direct-c1", "relay-c8", "pg-relay-c8",
+                     "direct-c8", "relay-c64", "tls-c64", "pg-relay-c64", "direct-c64", "pg3-c64",
+                     "replay-c64") if c in by]
 order += [c for c in by if c.startswith("cost")]  # in the order they ran
 for c in order:
     r, row = res(c), by[c]
@@ -560,6 +583,29 @@ p_r, p_d = lat("relay-c1", "p50"), lat("direct-c1", "p50")
 diff = None if p_r is None or p_d is None else p_r - p_d
 w(f"| p50 latency relay − direct, 1 conn | {fmt(diff, 3)} ms ({fmt(p_r, 3)} vs {fmt(p_d, 3)}) |")
 w(f"| throughput replay-only (relay, 64 conns) ÷ direct (64 conns) | {ratio(rp, d64)} |")
+w("")
+w("## TLS against plain TCP, measured in the same run")
+w("")
+if any(c.startswith("tls-") for c in by):
+    w("The relay with `--tls-cert`/`--tls-key` and `--client-ca` (mutual TLS; every connection "
+      "shows channel-a's certificate, so every row is claimed for that channel), loadgen over "
+      "TLS with kept-alive connections (one handshake per connection, before the measured "
+      "window), right after the plain TCP cell of the same concurrency. Aim: at least 0.75 at "
+      "64 connections.")
+    w("")
+    w("| figure | value |")
+    w("|---|---:|")
+    for c in (1, 64):
+        if f"tls-c{c}" in by:
+            a, b = res(f"tls-c{c}").get("throughput_rps"), res(f"relay-c{c}").get("throughput_rps")
+            w(f"| throughput TLS ÷ plain TCP, {c} conn{'s' if c > 1 else ''} | {ratio(a, b)} |")
+    for c in (1, 64):
+        p_t, p_p = lat(f"tls-c{c}", "p50"), lat(f"relay-c{c}", "p50")
+        if p_t is not None and p_p is not None:
+            w(f"| p50 latency TLS − plain TCP, {c} conn{'s' if c > 1 else ''} | {fmt(p_t - p_p, 3)} ms "
+              f"({fmt(p_t, 3)} vs {fmt(p_p, 3)}) |")
+else:
+    w("- The relay of this build has no `--tls-cert`: no TLS cells.")
 w("")
 w("## PostgreSQL against SQLite, measured in the same run")
 w("")
@@ -586,7 +632,8 @@ w("|---|---:|---:|---:|---:|---:|---:|---|")
 ncpu = int(E["BENCH_NPROC"])
 def per_tx(share, rps):
     return None if not rps or share is None else share * ncpu * 1000 / rps
-for c in [c for c in ("relay-c1", "pg-relay-c1", "relay-c64", "pg-relay-c64", "pg3-c64") if c in by]:
+for c in [c for c in ("relay-c1", "tls-c1", "pg-relay-c1", "relay-c64", "tls-c64", "pg-relay-c64",
+                      "pg3-c64") if c in by]:
     u, rps = by[c].get("cpu") or {}, res(c).get("throughput_rps")
     if not u:
         continue
@@ -698,7 +745,9 @@ w("## Commands")
 w("")
 w("Each cell started `coresim --listen 127.0.0.1:0` and, for relay cells, "
   "`relay --db <fresh temp ledger> --listen 127.0.0.1:0 --core http://<core>`; ports are the "
-  "kernel's, so they differ from run to run. Then:")
+  "kernel's, so they differ from run to run; the tls cells' relays also had `--tls-cert "
+  "relay.pem --tls-key relay.key --client-ca ca.pem` (made by `pkigen DIR --client channel-a`). "
+  "Then:")
 w("")
 w("```")
 for c in order + (["idle"] if "idle" in by else []):

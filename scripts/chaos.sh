@@ -6,13 +6,15 @@
 # 1: violations (printed with GUID and evidence); 2: the run could not be carried out.
 #
 #   scripts/chaos.sh [--secs 60] [--seed N] [--channels 32] [--work-dir DIR] [--keep]
-#                    [--backend sqlite|postgres] [--relays N]
+#                    [--backend sqlite|postgres] [--relays N] [--tls]
 #
 # With --backend postgres the run starts a PostgreSQL cluster of its own (the server
 # binaries must be installed; it refuses in one line otherwise) and restarts it in immediate
 # mode every 5-10 s; with --relays N, N relays share the ledger and resends mostly go to
 # another relay than the first send. The seed is always printed: the same --seed replays the
-# same actions, routes and kill schedule (database restarts included).
+# same actions, routes and kill schedule (database restarts included). With --tls the
+# channels speak mutual TLS to the relays with two channel identities (certificates made by
+# the run in its work dir).
 set -euo pipefail
 
 if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then
@@ -28,6 +30,9 @@ Flags (passed through):
   --backend B     sqlite (default: a file in the work dir) or postgres (a PostgreSQL
                   cluster of the run's own, restarted in immediate mode every 5-10 s)
   --relays N      relays sharing the ledger, each on its own port (default 1)
+  --tls           channels over mutual TLS: the run makes a CA, the relays' certificate
+                  and two channel identities (channel-a: even channels, channel-b: odd);
+                  relays get --tls-cert, --tls-key and --client-ca
   --bin-dir DIR   where the workspace binaries are (default: next to chaos)
   --work-dir DIR  parent of the run's temp dir (default: the system temp dir)
   --keep          keep the temp dir (ledger, journal, logs) and print its path

@@ -1,5 +1,7 @@
 //! `chan`: plays a bank channel for one transfer, for demos and for operators checking a
 //! relay by hand. It sends exactly what it is told, once: resending is the caller's choice.
+//! With `--tls-ca` it speaks TLS to the relay, with `--tls-cert`/`--tls-key` as a named
+//! channel (mutual TLS, CONTRACT §8).
 
 use std::io::{self, Write};
 use std::net::ToSocketAddrs;
@@ -8,8 +10,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use testkit::Chan;
+use testkit::tls_client::Dialer;
 use wire::{self, Transfer};
+
+testkit::tls_client_flags! { env = "CHAN_"; }
 
 /// Sends one transfer request to the relay and prints the decoded reply.
 #[derive(Parser, Debug)]
@@ -39,6 +43,8 @@ struct Args {
     /// Print the reply message's raw bytes (without length prefix) instead of decoding it.
     #[arg(long)]
     raw: bool,
+    #[command(flatten)]
+    tls: TlsFlags,
 }
 
 fn main() -> ExitCode {
@@ -62,7 +68,9 @@ fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot resolve {}", args.relay))?
         .next()
         .with_context(|| format!("no address for {}", args.relay))?;
-    let mut chan = Chan::connect_timeout(&addr, timeout, timeout)
+    let dialer = Dialer::new(args.tls.client(&args.relay).as_ref()).map_err(anyhow::Error::msg)?;
+    let mut chan = dialer
+        .connect(&addr, timeout, timeout)
         .with_context(|| format!("cannot connect to the relay at {addr}"))?;
     chan.send(&msg).context("cannot send")?;
     let reply = chan.recv().map_err(|e| {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use testkit::Chan;
 use testkit::channel::is_timeout;
+use testkit::tls_client::Dialer;
 
 use crate::plan::{Action, Planner, Request, Router};
 
@@ -78,6 +79,9 @@ impl Sent {
 pub struct Ctx {
     /// Every relay's address; relay `i` keeps its port across restarts.
     pub relays: Vec<SocketAddr>,
+    /// How channels connect: plain TCP, or one TLS identity each (channel `i` the
+    /// `i % len`th).
+    pub dialers: Vec<Dialer>,
     pub stop: Arc<AtomicBool>,
     pub start: Instant,
 }
@@ -162,7 +166,7 @@ fn send_one(
     req: Request,
     row_known: bool,
 ) -> Option<Sent> {
-    let relay = ensure_connected(ctx, conns, to, None)?;
+    let relay = ensure_connected(ctx, conns, to, channel, None)?;
     let at = ctx.start.elapsed().as_secs_f64();
     let answer = exchange(conns[relay].as_mut()?, &req.msg);
     if !matches!(answer, Answer::Reply(_)) {
@@ -194,7 +198,7 @@ fn send_twins(
     thread::scope(|scope| {
         let helper = scope.spawn(|| {
             let mut own: Vec<Option<Chan>> = ctx.relays.iter().map(|_| None).collect();
-            let relay = ensure_connected(ctx, &mut own, to.1, Some(TWIN_CONNECT));
+            let relay = ensure_connected(ctx, &mut own, to.1, channel, Some(TWIN_CONNECT));
             barrier.wait();
             let relay = relay?;
             let at = ctx.start.elapsed().as_secs_f64();
@@ -209,7 +213,7 @@ fn send_twins(
                 relay,
             })
         });
-        let mine = ensure_connected(ctx, conns, to.0, None);
+        let mine = ensure_connected(ctx, conns, to.0, channel, None);
         barrier.wait();
         let first = mine.map(|relay| {
             let at = ctx.start.elapsed().as_secs_f64();
@@ -235,13 +239,16 @@ fn send_twins(
 
 /// The relay a request goes to: `want` if its connection is open or can be opened, else
 /// the next relay that can be (in order, from `want`). Retries every 50 ms while none can
-/// be reached, until `ctx.stop` is set or `limit` (if any) passes.
+/// be reached, until `ctx.stop` is set or `limit` (if any) passes. Channel `channel`
+/// connects with its own dialer (its TLS identity).
 fn ensure_connected(
     ctx: &Ctx,
     conns: &mut [Option<Chan>],
     want: usize,
+    channel: usize,
     limit: Option<Duration>,
 ) -> Option<usize> {
+    let dialer = &ctx.dialers[channel % ctx.dialers.len()];
     let deadline = limit.map(|l| Instant::now() + l);
     let n = ctx.relays.len();
     loop {
@@ -252,7 +259,7 @@ fn ensure_connected(
             if ctx.stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
                 return None;
             }
-            match Chan::connect_timeout(&ctx.relays[relay], CONNECT_TIMEOUT, REPLY_TIMEOUT) {
+            match dialer.connect(&ctx.relays[relay], CONNECT_TIMEOUT, REPLY_TIMEOUT) {
                 // A connect to a port nobody listens on can, rarely, connect the socket to
                 // itself (same address both ends): that is not the relay.
                 Ok(c) if c.stream().local_addr().ok() == c.stream().peer_addr().ok() => {}

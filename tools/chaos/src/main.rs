@@ -72,6 +72,11 @@ struct Args {
     /// anyway when a violation is found.
     #[arg(long)]
     keep: bool,
+    /// Channels speak mutual TLS to the relays: the run makes a CA, the relays' certificate
+    /// and two channel identities (channel-a for even channels, channel-b for odd ones) in
+    /// its work directory, and starts the relays with --tls-cert, --tls-key and --client-ca.
+    #[arg(long)]
+    tls: bool,
 }
 
 fn main() -> ExitCode {
@@ -121,6 +126,7 @@ fn start(args: Args) -> anyhow::Result<bool> {
         work_dir: args.work_dir,
         resolve_min_age: args.resolve_min_age,
         keep: args.keep,
+        tls: args.tls,
     };
     run::run(&cfg, &interrupted)
 }

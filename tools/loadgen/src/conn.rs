@@ -3,10 +3,12 @@
 //! POSTs the same transfers as JSON. Every answer is validated here.
 
 use std::io;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::Value;
 use testkit::channel::is_timeout;
+use testkit::tls_client::Dialer;
 use testkit::{Chan, CoreHttp};
 use wire::{self, Transfer};
 
@@ -77,33 +79,39 @@ impl Target {
 /// A persistent channel connection to the relay, reopened after any failure.
 pub struct RelayConn {
     addr: String,
+    /// With TLS: the relay's address, resolved once, and the shared client configuration.
+    tls: Option<(SocketAddr, Dialer)>,
     timeout: Duration,
     chan: Option<Chan>,
     connects: u64,
 }
 
 impl RelayConn {
-    pub fn new(addr: &str, timeout: Duration) -> RelayConn {
+    pub fn new(addr: &str, timeout: Duration, tls: Option<(SocketAddr, Dialer)>) -> RelayConn {
         RelayConn {
             addr: addr.to_string(),
+            tls,
             timeout,
             chan: None,
             connects: 0,
         }
     }
 
-    /// On a connection already open (one of the idle ones).
+    /// On a plain connection already open (one of the idle ones).
     pub fn open(addr: &str, timeout: Duration, chan: Chan) -> RelayConn {
         RelayConn {
             chan: Some(chan),
             connects: 1,
-            ..RelayConn::new(addr, timeout)
+            ..RelayConn::new(addr, timeout, None)
         }
     }
 
     pub fn ensure_connected(&mut self) -> io::Result<()> {
         if self.chan.is_none() {
-            self.chan = Some(Chan::connect(&self.addr, self.timeout)?);
+            self.chan = Some(match &self.tls {
+                None => Chan::connect(&self.addr, self.timeout)?,
+                Some((addr, dialer)) => dialer.connect(addr, self.timeout, self.timeout)?,
+            });
             self.connects += 1;
         }
         Ok(())

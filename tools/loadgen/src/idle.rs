@@ -54,7 +54,7 @@ pub fn idle(args: &Args, n: u32, prefix: &str) -> anyhow::Result<Value> {
     };
 
     // Warm the relay (ledger, core client) so that "before" is a relay that has served.
-    let (warm_code, warm_ms) = probe(&mut RelayConn::new(&args.relay, timeout))?;
+    let (warm_code, warm_ms) = probe(&mut RelayConn::new(&args.relay, timeout, None))?;
     thread::sleep(Duration::from_millis(200));
     let before = status("before")?;
 
@@ -63,7 +63,7 @@ pub fn idle(args: &Args, n: u32, prefix: &str) -> anyhow::Result<Value> {
     let settle = hold.min(Duration::from_millis(500));
     thread::sleep(settle);
     let with = status("with the idle connections")?;
-    let (fresh_code, fresh_ms) = probe(&mut RelayConn::new(&args.relay, timeout))?;
+    let (fresh_code, fresh_ms) = probe(&mut RelayConn::new(&args.relay, timeout, None))?;
     thread::sleep(hold.saturating_sub(settle));
 
     let still_open = count_open(&opened.conns)?;

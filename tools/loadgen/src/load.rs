@@ -2,6 +2,7 @@
 //! has booked its share of the `--replay-only` pool), each in a closed loop until the
 //! deadline or the `--requests` quota; then their counts are added up into the result line.
 
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
+use testkit::tls_client::Dialer;
 
 use crate::Args;
 use crate::latency::{round1, round3};
@@ -35,6 +37,9 @@ impl Mode {
 pub struct Plan {
     pub mode: Mode,
     pub relay: String,
+    /// With `--tls-ca`: the relay's address, resolved once, and the client configuration
+    /// every connection shares.
+    pub tls: Option<(SocketAddr, Dialer)>,
     /// The core's base URL, for `--direct`.
     pub core: Option<String>,
     pub timeout: Duration,
@@ -71,9 +76,17 @@ pub fn load(args: &Args, seed: u64, prefix: &str) -> anyhow::Result<Value> {
     } else {
         None
     };
+    let tls = match args.tls.client(&args.relay) {
+        None => None,
+        Some(t) => {
+            let dialer = Dialer::new(Some(&t)).map_err(anyhow::Error::msg)?;
+            Some((resolve(&args.relay)?, dialer))
+        }
+    };
     let plan = Arc::new(Plan {
         mode,
         relay: args.relay.clone(),
+        tls,
         core,
         timeout: Duration::from_millis(args.timeout_ms),
         resend_ratio: args.resend_ratio,
@@ -129,6 +142,8 @@ pub fn load(args: &Args, seed: u64, prefix: &str) -> anyhow::Result<Value> {
         "mode": mode.name(),
         "target": if mode == Mode::Direct { args.core.clone() } else { args.relay.clone() },
         "connections": c,
+        "tls": plan.tls.is_some(),
+        "tls_client_cert": args.tls.tls_cert.is_some(),
         "requests": total.requests,
         "new_requests": total.new_requests,
         "resends": total.resends,
@@ -157,4 +172,13 @@ pub fn load(args: &Args, seed: u64, prefix: &str) -> anyhow::Result<Value> {
         out["pool"] = json!({"size": args.pool, "finished": total.pool_finished});
     }
     Ok(out)
+}
+
+/// The first address of `relay` (`host:port`).
+fn resolve(relay: &str) -> anyhow::Result<SocketAddr> {
+    relay
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {relay}"))?
+        .next()
+        .with_context(|| format!("no address for {relay}"))
 }

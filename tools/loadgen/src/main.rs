@@ -12,7 +12,8 @@
 //! one of them. `--direct` sends the same transfers as JSON POSTs straight to the core
 //! (keep-alive HTTP/1.1, one connection per loadgen connection): the ceiling without a
 //! relay. `--idle N` opens N idle channel connections and reports the relay's memory with
-//! them and how promptly a new connection is still answered.
+//! them and how promptly a new connection is still answered. With `--tls-ca` (and
+//! `--tls-cert`/`--tls-key` for mutual TLS) the channel connections speak TLS.
 
 mod conn;
 mod idle;
@@ -25,6 +26,8 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
+
+testkit::tls_client_flags! { env = "LOADGEN_"; }
 
 /// Longest `--guid-prefix`: room is left for `-<connection>-<counter>` in 36 characters.
 const MAX_PREFIX: usize = 22;
@@ -46,7 +49,7 @@ pub struct Args {
     pub relay: String,
     /// Send the load as JSON POSTs straight to the core (`--core`) instead of the relay.
     /// Resend slots are sent as new GUIDs there: the core is not idempotent.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tls_ca")]
     pub direct: bool,
     /// The core's base URL (for --direct).
     #[arg(long, default_value = "http://127.0.0.1:9201")]
@@ -85,7 +88,7 @@ pub struct Args {
     /// Idle mode: open N channel connections to the relay, send nothing on them, hold them
     /// for --hold-secs; report the relay's memory (with --rss-pid) and probe latencies.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000),
-          conflicts_with_all = ["direct", "replay_only", "requests", "duration_secs"])]
+          conflicts_with_all = ["direct", "replay_only", "requests", "duration_secs", "tls_ca"])]
     pub idle: Option<u32>,
     /// How long --idle holds its connections.
     #[arg(long, default_value_t = 2.0, requires = "idle", value_parser = positive_secs)]
@@ -93,6 +96,11 @@ pub struct Args {
     /// Idle mode: the relay's process id, to read VmRSS/Threads from /proc/PID/status.
     #[arg(long, requires = "idle")]
     pub rss_pid: Option<u32>,
+    /// TLS to the relay (not with --direct or --idle): the configuration is built once and
+    /// shared by every connection; each connection's handshake happens before the
+    /// measured window, as its TCP connect does.
+    #[command(flatten)]
+    pub tls: TlsFlags,
 }
 
 fn positive_secs(s: &str) -> Result<f64, String> {

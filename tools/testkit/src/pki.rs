@@ -108,6 +108,20 @@ impl Pki {
         )
     }
 
+    /// A TLS relay stand-in ([`crate::tls::answering_relay`]) with a certificate of this CA
+    /// for localhost and 127.0.0.1; with `mutual`, requiring a client certificate of this CA.
+    pub fn answering_relay(
+        &self,
+        mutual: bool,
+    ) -> (std::net::SocketAddr, std::sync::mpsc::Receiver<bool>) {
+        use crate::tls::{Versions, answering_relay, server_config};
+        let server = self.server(&["localhost", "127.0.0.1"]);
+        let client_ca = mutual.then(|| self.ca());
+        let config = server_config(&server.cert, &server.key, client_ca, Versions::Both)
+            .expect("a server configuration");
+        answering_relay(config)
+    }
+
     fn leaf(
         &self,
         names: &[&str],
@@ -150,4 +164,29 @@ impl Pki {
         std::fs::write(&pair.key, key.serialize_pem()).expect("write a key");
         pair
     }
+}
+
+/// Writes a certificate set for scripts and chaos runs into `dir` (created if missing): a new
+/// CA as `ca.pem`, a server certificate for `relay_names` as `relay.pem` and `relay.key`,
+/// and a client certificate with subject CN `cn` as `<cn>.pem` and `<cn>.key` for each of
+/// `clients` (names that are file names). Errors name the file.
+pub fn write_certs(dir: &Path, relay_names: &[&str], clients: &[&str]) -> Result<(), String> {
+    let copy = |from: &Path, name: &str| {
+        let to = dir.join(name);
+        std::fs::copy(from, &to)
+            .map(|_| ())
+            .map_err(|e| format!("cannot write {}: {e}", to.display()))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let pki = Pki::new("txrelay test CA");
+    copy(pki.ca(), "ca.pem")?;
+    let relay = pki.server(relay_names);
+    copy(&relay.cert, "relay.pem")?;
+    copy(&relay.key, "relay.key")?;
+    for cn in clients {
+        let pair = pki.client(cn);
+        copy(&pair.cert, &format!("{cn}.pem"))?;
+        copy(&pair.key, &format!("{cn}.key"))?;
+    }
+    Ok(())
 }

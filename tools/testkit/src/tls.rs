@@ -65,3 +65,41 @@ pub fn server_config(
         .map(Arc::new)
         .map_err(|e| format!("{} with {}: {e}", cert.display(), key.display()))
 }
+
+/// A stand-in for a relay's TLS listener, for the tools' TLS tests: every connection on its
+/// own thread, each request frame answered `0000` with a booking of the request's amount.
+/// For each connection whose handshake finished, the receiver gets whether the client showed
+/// a certificate; a failed handshake is closed, nothing sent on it.
+pub fn answering_relay(
+    config: Arc<ServerConfig>,
+) -> (std::net::SocketAddr, std::sync::mpsc::Receiver<bool>) {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let (seen, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            let (config, seen) = (Arc::clone(&config), seen.clone());
+            std::thread::spawn(move || {
+                let conn = rustls::ServerConnection::new(config).expect("server connection");
+                let mut tls = rustls::StreamOwned::new(conn, s);
+                while tls.conn.is_handshaking() {
+                    if tls.conn.complete_io(&mut tls.sock).is_err() {
+                        return;
+                    }
+                }
+                let _ = seen.send(tls.conn.peer_certificates().is_some());
+                while let Ok(msg) = wire::read_frame(&mut tls) {
+                    let amount = wire::parse_request(&msg).map_or(0, |t| t.amount);
+                    let body = wire::booking_body("TLS-1", amount, "2026-01-01T00:00:00Z")
+                        .expect("a booking");
+                    let reply = wire::reply_to(&msg, &wire::OK, Some(&body));
+                    if tls.write_all(&wire::frame(&reply)).is_err() || tls.flush().is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, rx)
+}

@@ -17,6 +17,7 @@ mod disrupt;
 mod quiesce;
 mod report;
 mod start;
+mod tls;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -76,6 +77,8 @@ pub struct Config {
     /// resolve's `--min-age` during the run.
     pub resolve_min_age: u64,
     pub keep: bool,
+    /// Channels over mutual TLS, with two identities (`tls`).
+    pub tls: bool,
 }
 
 impl Config {

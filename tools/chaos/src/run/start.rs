@@ -9,11 +9,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use testkit::tls_client::Dialer;
 
 use super::{
     Backend, Bins, Config, LATE_REPLY_MS, LedgerDb, MAX_LATE_REPLIES, RELAY_CONNECT_MS,
     RELAY_READ_MS, Run, SLOW_MS, STALE_SENT_SECS, Threads, Work, disrupt, path_arg, relay_name,
-    tool_tag,
+    tls, tool_tag,
 };
 use crate::channel;
 use crate::plan::{self, Disruption, Event};
@@ -35,6 +36,17 @@ impl<'a> Run<'a> {
         let ledger = pg.unwrap_or_else(|| LedgerDb::Sqlite(work.db.clone()));
         let events = plan::schedule(cfg.seed, cfg.secs, cfg.targets());
         announce(cfg, &events, &work.dir, &ledger);
+        let (tls_args, dialers) = if cfg.tls {
+            let (args, dialers) = tls::setup(&work.dir.join("certs"))?;
+            println!(
+                "chaos: channels over mutual TLS as {} (even channels) and {} (odd)",
+                tls::IDENTITIES[0],
+                tls::IDENTITIES[1]
+            );
+            (args, dialers)
+        } else {
+            (Vec::new(), vec![Dialer::Plain])
+        };
 
         let start = Instant::now();
         let mut core = Service::new(
@@ -54,7 +66,7 @@ impl<'a> Run<'a> {
             let mut relay = Service::new(
                 &relay_name(i, cfg.relays),
                 bins.relay.clone(),
-                vec![
+                [
                     "--db".into(),
                     ledger.arg(),
                     "--core".into(),
@@ -67,7 +79,10 @@ impl<'a> Run<'a> {
                     LATE_REPLY_MS.to_string(),
                     "--max-late-replies".into(),
                     MAX_LATE_REPLIES.to_string(),
-                ],
+                ]
+                .into_iter()
+                .chain(tls_args.iter().cloned())
+                .collect(),
                 &work.dir,
             );
             relay.start(start.elapsed())?;
@@ -107,15 +122,20 @@ impl<'a> Run<'a> {
             crashes: Vec::new(),
             work,
         };
-        run.start_channels(relay_addrs)?;
+        run.start_channels(relay_addrs, dialers)?;
         run.start_tool_loops()?;
         Ok(run)
     }
 
     /// One thread per channel, each with its own persistent connections to the relays.
-    fn start_channels(&mut self, relays: Vec<SocketAddr>) -> anyhow::Result<()> {
+    fn start_channels(
+        &mut self,
+        relays: Vec<SocketAddr>,
+        dialers: Vec<Dialer>,
+    ) -> anyhow::Result<()> {
         let ctx = Arc::new(channel::Ctx {
             relays,
+            dialers,
             stop: Arc::clone(&self.threads.stop),
             start: self.start,
         });
