@@ -258,3 +258,48 @@ fn after_a_migrate_every_tool_refuses_the_sqlite_ledger_naming_where_it_went() {
     assert_eq!(pg.rows(), rows, "nor to PostgreSQL");
     assert_eq!(core.total_bookings(), 1);
 }
+
+/// Each row's channel (CONTRACT §8) moves with it, and a GUID already in PostgreSQL that
+/// differs only in its channel is not "already present": it is reported and left.
+#[test]
+fn migrate_copies_each_rows_channel_and_refuses_a_row_there_with_another() {
+    skip_if_unavailable!();
+    let sqlite = TempLedger::new();
+    RowSpec::failed(&msg("G-MIG-OWNED", 10, "")).insert(&sqlite);
+    RowSpec::failed(&msg("G-MIG-OTHER", 20, "")).insert(&sqlite);
+    RowSpec::bare("G-MIG-NONE", State::Unknown).insert(&sqlite);
+    RowSpec::failed(&msg("G-MIG-CLASH2", 30, "")).insert(&sqlite);
+    by_hand(
+        &sqlite,
+        "UPDATE tx SET channel = 'bank-a' WHERE guid IN ('G-MIG-OWNED', 'G-MIG-OTHER')",
+        "",
+    );
+    // A clash keeps the SQLite ledger from being sealed, so that it can be run again.
+    let pg = temp_ledger();
+    RowSpec::failed(&msg("G-MIG-CLASH2", 31, "other")).insert(&pg);
+
+    let r = migrate(&sqlite, &pg);
+    r.expect_code(EXIT_LEFT);
+    assert_counts(&r.json(), &[("read", 4), ("copied", 3), ("refused", 1)]);
+    let channel = |g| pg.row(g).unwrap().channel;
+    assert_eq!(channel("G-MIG-OWNED").as_deref(), Some("bank-a"));
+    assert_eq!(channel("G-MIG-NONE"), None);
+
+    by_hand(
+        &pg,
+        "",
+        "UPDATE tx SET channel = 'bank-b' WHERE guid = 'G-MIG-OTHER'",
+    );
+    let r = migrate(&sqlite, &pg);
+    r.expect_code(EXIT_LEFT);
+    let j = r.json();
+    assert_counts(&j, &[("copied", 0), ("present", 2), ("refused", 2)]);
+    let mut refused: Vec<String> = serde_json::from_value(j["refused_guids"].clone()).unwrap();
+    refused.sort();
+    assert_eq!(refused, ["G-MIG-CLASH2", "G-MIG-OTHER"]);
+    assert_eq!(
+        channel("G-MIG-OTHER").as_deref(),
+        Some("bank-b"),
+        "not overwritten"
+    );
+}
