@@ -72,7 +72,11 @@ struct TlsScene {
 
 impl TlsScene {
     fn new(mutual: bool, extra: &[&str]) -> TlsScene {
-        let pki = Pki::new("relay CA");
+        TlsScene::with_pki(Pki::new("relay CA"), mutual, extra)
+    }
+
+    /// The same with a CA made beforehand (for files `extra` names, a revocation list).
+    fn with_pki(pki: Pki, mutual: bool, extra: &[&str]) -> TlsScene {
         let server = pki.server(&["localhost", "127.0.0.1"]);
         let db = temp_ledger();
         let core = Core::start(&[]);
@@ -193,6 +197,41 @@ fn handshakes_without_a_good_client_certificate_are_refused_logged_and_counted()
         let key = format!("txrelay_tls_handshakes_refused_total{{reason=\"{reason}\"}}");
         assert_eq!(sample(&text, &key), n, "{key}\n{text}");
     }
+}
+
+/// `--client-crl`: a revoked channel certificate is refused in the handshake (`revoked`),
+/// another of the same CA still gets through.
+#[test]
+fn a_revoked_client_certificate_is_refused() {
+    skip_if_unavailable!();
+    let pki = Pki::new("relay CA");
+    let (good, revoked) = (pki.client("branch-good"), pki.client("branch-revoked"));
+    let crl = pki.crl(&[&revoked]);
+    let s = TlsScene::with_pki(pki, true, &["--client-crl", path(&crl)]);
+    let m = msg("G-CRL-GOOD", 5, "");
+    assert_code(&s.chan(Some(&good)).unwrap().call(&m).unwrap(), "0000");
+    let refused = s
+        .chan(Some(&revoked))
+        .and_then(|mut c| c.call(&msg("G-CRL-REVOKED", 5, "")));
+    assert!(refused.is_err(), "a revoked certificate was served");
+    assert!(
+        logged(&s.relay, &["refused (revoked)"]),
+        "{}",
+        s.relay.stderr()
+    );
+    assert_eq!(
+        s.db.state("G-CRL-REVOKED"),
+        None,
+        "nothing reached the ledger"
+    );
+    let text = scrape(&s.admin);
+    assert_eq!(
+        sample(
+            &text,
+            "txrelay_tls_handshakes_refused_total{reason=\"revoked\"}"
+        ),
+        1.0
+    );
 }
 
 #[test]

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, CertificateRevocationListParams, CertifiedIssuer, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyIdMethod, KeyPair, KeyUsagePurpose, RevokedCertParams,
+    SerialNumber,
 };
 
 /// A CA of its own, in a temp dir.
@@ -24,6 +25,8 @@ pub struct Pki {
 pub struct Pair {
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// The certificate's serial number (unique within its CA), for a revocation list.
+    pub serial: u64,
 }
 
 impl Pki {
@@ -122,6 +125,31 @@ impl Pki {
         answering_relay(config)
     }
 
+    /// A revocation list of this CA (PEM) that revokes `revoked`: what `--client-crl` takes.
+    pub fn crl(&self, revoked: &[&Pair]) -> PathBuf {
+        let now = SystemTime::now();
+        let params = CertificateRevocationListParams {
+            this_update: (now - Duration::from_secs(3600)).into(),
+            next_update: (now + Duration::from_secs(86400)).into(),
+            crl_number: SerialNumber::from(u64::from(self.next.fetch_add(1, Ordering::Relaxed))),
+            issuing_distribution_point: None,
+            revoked_certs: revoked
+                .iter()
+                .map(|p| RevokedCertParams {
+                    serial_number: SerialNumber::from(p.serial),
+                    revocation_time: (now - Duration::from_secs(60)).into(),
+                    reason_code: None,
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: KeyIdMethod::Sha256,
+        };
+        let crl = params.signed_by(&self.issuer).expect("a revocation list");
+        let path = self.dir().join("revoked.crl.pem");
+        std::fs::write(&path, crl.pem().expect("PEM")).expect("write the revocation list");
+        path
+    }
+
     fn leaf(
         &self,
         names: &[&str],
@@ -153,12 +181,15 @@ impl Pki {
         params.use_authority_key_identifier_extension = true;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![usage];
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let serial = u64::from(n) + 1;
+        params.serial_number = Some(SerialNumber::from(serial));
         let key = KeyPair::generate().expect("a key");
         let cert = params.signed_by(&key, &self.issuer).expect("a certificate");
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
         let pair = Pair {
             cert: self.dir().join(format!("{n}-{cn}.crt.pem")),
             key: self.dir().join(format!("{n}-{cn}.key.pem")),
+            serial,
         };
         std::fs::write(&pair.cert, cert.pem()).expect("write a certificate");
         std::fs::write(&pair.key, key.serialize_pem()).expect("write a key");
