@@ -7,6 +7,7 @@
 //! count says whether it happened. Nothing here reads a row to decide a write: two threads
 //! (or two processes) racing for the same GUID are arbitrated by SQLite, not by us.
 
+pub mod backup;
 mod decode;
 pub(crate) mod moved;
 mod sql;
