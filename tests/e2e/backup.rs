@@ -1,0 +1,304 @@
+//! `backup` end to end: a backup taken while the relay serves channels holds every GUID
+//! answered before it, and a relay restored from it replays their stored replies without
+//! booking again; the file is one self-contained, sound SQLite file; an existing file is
+//! refused without --force; a failed backup leaves nothing behind. SQLite's alone (a
+//! PostgreSQL ledger is refused, pointing to the database's own tools).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::util::*;
+
+/// `backup --db DB --to TO EXTRA…`
+fn backup(db: &str, to: &Path, extra: &[&str]) -> Run {
+    let to = to.to_str().expect("UTF-8 temp path");
+    tool("backup", &[&["--db", db, "--to", to], extra].concat())
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read the directory")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// A directory of the test's own for backups, beside nothing else.
+fn backup_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+/// A fresh ledger holding a copy of the backup at `file`: a restore.
+fn restored_from(file: &Path) -> TempLedger {
+    let restored = TempLedger::new();
+    std::fs::copy(file, restored.path()).expect("copy the backup into place");
+    restored
+}
+
+/// Opens `file` read-only, alone (nothing beside it is needed).
+fn open_alone(file: &Path) -> Connection {
+    Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY).expect("open the backup")
+}
+
+/// A transfer the relay answered: (message, reply).
+type Answered = (Vec<u8>, Vec<u8>);
+
+#[test]
+fn a_backup_under_load_restores_every_guid_answered_before_it() {
+    const THREADS: usize = 4;
+    let s = Scene::new().core(&[]).relay(&[]).build();
+    let answered: Arc<Mutex<Vec<Answered>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let senders: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (answered, stop, addr) = (answered.clone(), stop.clone(), s.addr().to_string());
+            thread::spawn(move || {
+                let mut ch = Channel::connect(&addr);
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let m = msg(&format!("G-BK-{t}-{i}"), 100 + i, "");
+                    let reply = ch.call(&m);
+                    assert_code(&reply, "0000");
+                    answered.lock().unwrap().push((m, reply));
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    assert!(
+        eventually(WAIT, || answered.lock().unwrap().len() >= 100),
+        "the relay answers"
+    );
+    let before = answered.lock().unwrap().clone();
+    let dir = backup_dir();
+    let file = dir.path().join("ledger.backup");
+    let r = backup(s.db.arg(), &file, &[]);
+    r.expect_code(EXIT_SETTLED);
+    assert!(
+        eventually(WAIT, || answered.lock().unwrap().len()
+            >= before.len() + 100),
+        "the relay went on answering during and after the backup"
+    );
+    stop.store(true, Ordering::Relaxed);
+    for h in senders {
+        h.join().expect("a sender");
+    }
+    assert!(
+        r.stdout().starts_with("backup: ") && r.stdout().contains(" rows (DONE "),
+        "{}",
+        r.stdout()
+    );
+    assert_eq!(names_in(dir.path()), ["ledger.backup"], "no temp file left");
+
+    let restored = restored_from(&file);
+    let in_backup: BTreeSet<String> = restored.rows().into_iter().map(|r| r.guid).collect();
+    for (m, reply) in &before {
+        let guid = guid_of(m);
+        assert!(
+            in_backup.contains(&guid),
+            "{guid} answered before the backup"
+        );
+        let row = restored.row(&guid).unwrap();
+        assert_eq!(row.state, State::Done, "{guid}");
+        assert_eq!(
+            row.response.as_deref(),
+            Some(&reply[..]),
+            "{guid}: stored reply"
+        );
+    }
+    let relay = start_relay(&restored, &s.core().url(), &[]);
+    for (m, reply) in before.iter().step_by(7) {
+        let again = call(&relay.addr, m);
+        assert_eq!(
+            &again, reply,
+            "a resend to the restored relay replays the reply"
+        );
+        assert_eq!(s.core().bookings(&guid_of(m)), 1, "booked once");
+    }
+    assert!(
+        s.core().by_guid().values().all(|&n| n == 1),
+        "nothing booked twice"
+    );
+}
+
+#[test]
+fn the_backup_is_one_self_contained_sound_file() {
+    let s = Scene::new().core(&[]).relay(&[]).build();
+    for i in 0..20 {
+        assert_code(&s.call(&msg(&format!("G-BK-ONE-{i}"), 1 + i, "")), "0000");
+    }
+    assert!(
+        Path::new(&format!("{}-wal", s.db.arg())).exists(),
+        "the relay's rows are in its -wal"
+    );
+    // Why `cp ledger.db` is no backup: the copy alone lacks what the -wal holds.
+    let copied = backup_dir();
+    let cp = copied.path().join("cp.db");
+    std::fs::copy(s.db.path(), &cp).unwrap();
+    let in_cp = open_alone(&cp).query_row("SELECT count(*) FROM tx", [], |r| r.get::<_, i64>(0));
+    assert!(
+        !matches!(in_cp, Ok(20)),
+        "a plain copy has lost rows: {in_cp:?}"
+    );
+    let dir = backup_dir();
+    let file = dir.path().join("one.db");
+    let r = backup(s.db.arg(), &file, &["--json"]);
+    r.expect_code(EXIT_SETTLED);
+    let j = r.json();
+    assert_eq!(j["tool"], "backup", "{j}");
+    assert_eq!(j["rows"]["DONE"], 20, "{j}");
+    assert_eq!(j["total"], 20, "{j}");
+    assert_eq!(j["bytes"], std::fs::metadata(&file).unwrap().len(), "{j}");
+    assert_eq!(names_in(dir.path()), ["one.db"], "no -wal, no temp file");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "readable by its owner only");
+    }
+
+    let conn = open_alone(&file);
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        mode, "delete",
+        "a rollback journal: nothing to carry beside it"
+    );
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM tx WHERE state = 'DONE'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(n, 20);
+}
+
+#[test]
+fn an_existing_file_is_refused_without_force_and_replaced_with_it() {
+    let s = Scene::new()
+        .rows([RowSpec::unknown(&msg("G-BK-EX", 5, ""))])
+        .build();
+    let dir = backup_dir();
+    let file = dir.path().join("taken.db");
+    std::fs::write(&file, b"yesterday's backup").unwrap();
+
+    let r = backup(s.db.arg(), &file, &[]);
+    r.expect_code(EXIT_FATAL);
+    assert_eq!(r.stdout(), "");
+    let err = r.stderr().trim_end();
+    assert!(!err.contains('\n'), "one line: {err}");
+    assert!(
+        err.contains(file.to_str().unwrap()) && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        b"yesterday's backup",
+        "untouched"
+    );
+    assert_eq!(names_in(dir.path()), ["taken.db"]);
+
+    let r = backup(s.db.arg(), &file, &["--force"]);
+    r.expect_code(EXIT_SETTLED);
+    assert!(r.stdout().contains("1 rows (UNKNOWN 1)"), "{}", r.stdout());
+    assert_eq!(names_in(dir.path()), ["taken.db"]);
+    let state: String = open_alone(&file)
+        .query_row("SELECT state FROM tx WHERE guid = 'G-BK-EX'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(state, "UNKNOWN");
+}
+
+#[test]
+fn a_failed_backup_leaves_no_file_behind() {
+    let s = Scene::new()
+        .rows([RowSpec::unknown(&msg("G-BK-FAIL", 5, ""))])
+        .build();
+    let dir = backup_dir();
+
+    let nowhere: PathBuf = dir.path().join("no-such-dir").join("b.db");
+    let r = backup(s.db.arg(), &nowhere, &[]);
+    r.expect_code(EXIT_FATAL);
+    assert!(r.stderr().contains("no-such-dir"), "{}", r.stderr());
+    assert_eq!(names_in(dir.path()), Vec::<String>::new());
+
+    // The temporary file is made, then the copy fails: it goes again.
+    let not_a_ledger = dir.path().join("notes.db");
+    Connection::open(&not_a_ledger)
+        .unwrap()
+        .execute_batch("CREATE TABLE notes (t TEXT)")
+        .unwrap();
+    let r = backup(
+        not_a_ledger.to_str().unwrap(),
+        &dir.path().join("b.db"),
+        &[],
+    );
+    r.expect_code(EXIT_FATAL);
+    assert!(r.stderr().contains("not a ledger"), "{}", r.stderr());
+    assert_eq!(
+        names_in(dir.path()),
+        ["notes.db"],
+        "no temp file, no backup"
+    );
+
+    // Onto the ledger itself, even with --force: refused, the ledger as it was.
+    let before = rows_by_guid(&s.db);
+    for target in [s.db.arg().to_string(), format!("{}-wal", s.db.arg())] {
+        let r = backup(s.db.arg(), Path::new(&target), &["--force"]);
+        r.expect_code(EXIT_FATAL);
+        assert!(
+            r.stderr().contains("the ledger's own file"),
+            "{}",
+            r.stderr()
+        );
+    }
+    assert_eq!(rows_by_guid(&s.db), before);
+}
+
+#[test]
+fn a_missing_ledger_or_a_postgres_url_is_one_line() {
+    let dir = backup_dir();
+    let missing = dir.path().join("ledger.db");
+    let r = backup(missing.to_str().unwrap(), &dir.path().join("b.db"), &[]);
+    r.expect_code(EXIT_FATAL);
+    let err = r.stderr().trim_end();
+    assert!(!err.contains('\n'), "one line: {err}");
+    assert!(err.contains("no ledger at"), "{err}");
+    assert_eq!(
+        names_in(dir.path()),
+        Vec::<String>::new(),
+        "no ledger created"
+    );
+
+    let r = backup(
+        "postgres://txrelay:secret@localhost/txrelay",
+        &dir.path().join("b.db"),
+        &[],
+    );
+    r.expect_code(EXIT_USAGE);
+    let err = r.stderr().trim_end();
+    assert!(!err.contains('\n'), "one line: {err}");
+    assert!(
+        err.contains("pg_dump") && err.contains("pg_basebackup"),
+        "{err}"
+    );
+    assert!(!err.contains("secret"), "the password is masked: {err}");
+    assert_eq!(names_in(dir.path()), Vec::<String>::new());
+}
