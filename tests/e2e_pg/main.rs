@@ -2,7 +2,7 @@
 //! something on any ledger, compiled once more here (the same files, not copies), every
 //! ledger a schema of its own on the server `testkit::pg` starts; and what only PostgreSQL
 //! has: relays on several ports sharing one ledger, `migrate` from SQLite, passwords in the
-//! database URL, tools starting on a ledger in use.
+//! database URL, tools starting on a ledger in use, `backup` refusing a PostgreSQL ledger.
 //!
 //! Without PostgreSQL installed (outside CI) every test returns at once, after one line
 //! that says so, and the process ends with one line saying how many did not run; with
@@ -44,6 +44,7 @@ mod reprocess;
 #[path = "../e2e/resolve/mod.rs"]
 mod resolve;
 
+mod backup;
 mod migrate;
 mod passwords;
 mod shared_ledger;
