@@ -258,6 +258,15 @@ fn a_failed_backup_leaves_no_file_behind() {
         "no temp file, no backup"
     );
 
+    // A directory as --to, or as --db.
+    let r = backup(s.db.arg(), dir.path(), &["--force"]);
+    r.expect_code(EXIT_FATAL);
+    assert!(r.stderr().contains("a directory"), "{}", r.stderr());
+    let r = backup(dir.path().to_str().unwrap(), &dir.path().join("b.db"), &[]);
+    r.expect_code(EXIT_FATAL);
+    assert!(r.stderr().contains("not a ledger"), "{}", r.stderr());
+    assert_eq!(names_in(dir.path()), ["notes.db"]);
+
     // Onto the ledger itself, even with --force: refused, the ledger as it was.
     let before = rows_by_guid(&s.db);
     for target in [s.db.arg().to_string(), format!("{}-wal", s.db.arg())] {

@@ -50,7 +50,7 @@ pub enum BackupError {
     Missing(PathBuf),
     /// `--db` was an SQLite URI, not a path.
     NotAPath(String),
-    /// The file is not a ledger (no `tx` table).
+    /// The path is not a ledger (a directory, or a file with no `tx` table).
     NotALedger(PathBuf),
     /// The target exists, and replacing it was not asked for.
     Exists(PathBuf),
@@ -79,7 +79,11 @@ impl fmt::Display for BackupError {
             }
             BackupError::NotAPath(s) => write!(f, "{s} is an SQLite URI; give the ledger's path"),
             BackupError::NotALedger(p) => {
-                write!(f, "{} is not a ledger (no tx table)", p.display())
+                write!(
+                    f,
+                    "{} is not a ledger (not a file with a tx table)",
+                    p.display()
+                )
             }
             BackupError::Exists(p) => write!(
                 f,
@@ -113,10 +117,20 @@ type Result<T> = std::result::Result<T, BackupError>;
 pub fn backup(ledger: &Path, to: &Path, replace: bool) -> Result<Backup> {
     let ledger =
         plain_path(ledger).map_err(|_| BackupError::NotAPath(ledger.display().to_string()))?;
-    if !ledger.is_file() {
+    if !ledger.exists() {
         return Err(BackupError::Missing(ledger.to_path_buf()));
     }
+    if !ledger.is_file() {
+        return Err(BackupError::NotALedger(ledger.to_path_buf()));
+    }
     refuse_ledger_files(ledger, to)?;
+    if to.is_dir() {
+        return Err(BackupError::Io {
+            what: "write to",
+            path: to.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::IsADirectory, "a directory; name a file"),
+        });
+    }
     if !replace && to.symlink_metadata().is_ok() {
         return Err(BackupError::Exists(to.to_path_buf()));
     }
