@@ -14,13 +14,7 @@ fn backup_refuses_a_postgres_ledger_pointing_to_its_own_tools() {
         "backup",
         &["--db", s.db.arg(), "--to", to.to_str().unwrap()],
     );
-    r.expect_code(EXIT_USAGE);
-    let err = r.stderr().trim_end();
-    assert!(!err.contains('\n'), "one line: {err}");
-    assert!(
-        err.contains("pg_dump") && err.contains("pg_basebackup"),
-        "{err}"
-    );
+    assert_backup_refused_postgres(&r);
     assert!(!to.exists(), "no file written");
     assert_eq!(s.db.count(), 1, "the ledger as it was");
 }

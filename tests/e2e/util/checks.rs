@@ -122,3 +122,15 @@ pub fn same_summary_one_or_eight_at_once(
     assert_eq!(j1, j8, "the same summary, one at a time or eight at once");
     (j8, one, many)
 }
+
+/// Asserts that `backup` refused a PostgreSQL ledger: exit 2, one line pointing to the
+/// database's own tools.
+pub fn assert_backup_refused_postgres(r: &Run) {
+    r.expect_code(super::EXIT_USAGE);
+    let err = r.stderr().trim_end();
+    assert!(!err.contains('\n'), "one line: {err}");
+    assert!(
+        err.contains("pg_dump") && err.contains("pg_basebackup"),
+        "{err}"
+    );
+}
