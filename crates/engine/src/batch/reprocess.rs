@@ -1,13 +1,15 @@
 //! `reprocess`: resends only what the ledger proves was never sent, with the same GUID.
 
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use log::{info, warn};
 use serde::Serialize;
 
+use super::canary::{Canary, CanaryFailure, canary};
 use super::{in_parallel, stored_transfer};
 use crate::transfer::send_and_record;
-use core_client::CoreClient;
+use core_client::{CoreClient, Inquiry};
 use ledger::error::LedgerError;
 use ledger::state::{Row, State};
 use ledger::store::Store;
@@ -31,20 +33,87 @@ pub struct ReprocessSummary {
     pub unsettled: Vec<String>,
 }
 
+/// Why `reprocess` claimed no row at all.
+#[derive(Debug)]
+pub enum ReprocessError {
+    Ledger(LedgerError),
+    /// The canary inquiry about the ledger's newest booking did not answer 200 (contract §5,
+    /// v1.2): the core is down (`not_found` false), or it answered 404, so this `--core` is
+    /// not the core that booked it.
+    Canary(CanaryFailure),
+    /// In a ledger without a booking, the inquiry about the first row to resend got no
+    /// answer from the core (neither 200 nor its JSON 404).
+    Unreachable {
+        guid: String,
+        why: String,
+    },
+}
+
+impl fmt::Display for ReprocessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReprocessError::Ledger(e) => e.fmt(f),
+            ReprocessError::Canary(c) => write!(f, "{c}; no row claimed"),
+            ReprocessError::Unreachable { guid, why } => write!(
+                f,
+                "reachability inquiry about GUID {guid} (the first row to resend) failed \
+                 ({why}): the core cannot be reached; no row claimed"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReprocessError {}
+
+impl From<LedgerError> for ReprocessError {
+    fn from(e: LedgerError) -> Self {
+        ReprocessError::Ledger(e)
+    }
+}
+
+/// Makes sure the core answers before any row is claimed, so that an outage spends no
+/// attempt: the canary (resolve's), or in a ledger without a booking an inquiry about the
+/// first row to resend, whose answer — 200 or the core's JSON 404 — proves the core is up.
+/// No row with a usable stored request: nothing will be claimed, nothing to check.
+fn core_reachable(
+    ledger: &dyn Store,
+    core: &CoreClient,
+    rows: &[Row],
+) -> Result<(), ReprocessError> {
+    match canary(ledger, core)? {
+        Canary::Passed { .. } => Ok(()),
+        Canary::Failed(failure) => Err(ReprocessError::Canary(failure)),
+        Canary::NoBooking => {
+            let Some(t) = rows
+                .iter()
+                .find_map(|r| stored_transfer(r).ok().map(|(t, _)| t))
+            else {
+                return Ok(());
+            };
+            match core.inquire(&t) {
+                Inquiry::Booked(_) | Inquiry::NotFound => Ok(()),
+                Inquiry::Error(why) => Err(ReprocessError::Unreachable { guid: t.guid, why }),
+            }
+        }
+    }
+}
+
 /// Resends FAILED/E902 rows below `max_attempts`, each claimed by one guarded UPDATE first,
 /// up to `parallel` at once (oldest first), over the core client's kept-alive connections;
 /// the first row sent goes alone. Stops sending at the first row that finds the core
 /// unreachable: the rest would only burn an attempt each. No claim is made after that; the
 /// sends already in flight (at most `parallel - 1`) finish, and every row not claimed is
-/// "not tried".
+/// "not tried". Before any claim the core must be shown reachable (`core_reachable`);
+/// otherwise no row is claimed and the run fails with `ReprocessError::CoreUnreachable`.
 pub fn reprocess(
     ledger: &dyn Store,
     core: &CoreClient,
     max_attempts: i64,
     limit: Option<u64>,
     parallel: usize,
-) -> Result<ReprocessSummary, LedgerError> {
+) -> Result<ReprocessSummary, ReprocessError> {
     let rows = ledger.select_resendable(max_attempts, limit)?;
+    core_reachable(ledger, core, &rows)?;
     let core_down = AtomicBool::new(false);
     let resend = |row: &Row| resend(ledger, core, max_attempts, &core_down, row);
     // One at a time until a row has been sent: a core that is down then costs one attempt,
