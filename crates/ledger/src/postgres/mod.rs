@@ -100,7 +100,8 @@ impl PgStore {
                     move |c| schema::bring_up_to_date(c, op_deadline),
                 )
                 .map_err(|e| store.open_error(e))?;
-            if let Some(from) = upgraded {
+            // From 0: a new ledger, created rather than upgraded.
+            if let Some(from) = upgraded.filter(|&v| v > 0) {
                 log::info!(
                     "ledger {}: schema upgraded from version {from} to {}",
                     store.url,

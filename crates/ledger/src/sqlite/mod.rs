@@ -281,6 +281,8 @@ fn migrate(conn: &Connection, path: &Path) -> Result<()> {
             conn.execute_batch("COMMIT").map_err(open_err)?;
             return Ok(());
         }
+        // Version 0 with no `tx` table: a new file, created rather than upgraded.
+        let created = from == 0 && !has_table(conn, "tx").map_err(open_err)?;
         add_missing_columns(conn)
             .and_then(|()| {
                 conn.execute_batch(&format!(
@@ -288,10 +290,12 @@ fn migrate(conn: &Connection, path: &Path) -> Result<()> {
                 ))
             })
             .map_err(open_err)?;
-        log::info!(
-            "ledger {}: schema upgraded from version {from} to {SCHEMA_VERSION}",
-            path.display()
-        );
+        if !created {
+            log::info!(
+                "ledger {}: schema upgraded from version {from} to {SCHEMA_VERSION}",
+                path.display()
+            );
+        }
         Ok(())
     });
     applied.inspect_err(|_| {
