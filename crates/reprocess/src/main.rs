@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use cli::{DryRun, EXIT_FATAL, EXIT_LEFT, print_report};
+use cli::{DryRun, EXIT_FATAL, print_report};
 use engine::batch::{self, ReprocessError};
 use log::Level;
 
@@ -75,12 +75,10 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
         Err(ReprocessError::Ledger(e)) => {
             Err(anyhow::Error::new(e).context(format!("ledger {}", db)))
         }
-        Err(e) => {
-            // A core that does not know our bookings: the settings look wrong (1). A core
-            // that could not answer: a later run may do the work (3). Either way no claim.
-            let wrong_core = matches!(&e, ReprocessError::Canary(c) if c.not_found);
+        Err(e @ ReprocessError::WrongCore(_)) => {
+            // A core that does not know our bookings: the settings look wrong.
             cli::stderr_line("reprocess", Level::Error, &e.to_string());
-            Ok(if wrong_core { EXIT_FATAL } else { EXIT_LEFT })
+            Ok(EXIT_FATAL)
         }
     }
 }

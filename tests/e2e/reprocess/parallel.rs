@@ -70,6 +70,10 @@ fn parallel_reprocess_with_the_core_down_claims_no_row() {
     );
     r.expect_code(EXIT_LEFT);
     assert!(r.stderr().contains("no row claimed"), "{}", r.stderr());
+    assert_counts(
+        &r.json(),
+        &[("examined", N as u64), ("sent", 0), ("not_tried", N as u64)],
+    );
     for m in &msgs {
         let row = s.db.row(&guid_of(m)).unwrap();
         assert_eq!(
