@@ -119,4 +119,14 @@ fn the_canary_decides_before_any_claim() {
     for m in &msgs {
         assert_done_as_booked(&s.db, s.core(), m);
     }
+
+    // Nothing left to resend: nothing to ask, even of a core that is down.
+    let r = reprocess(&s.db, &dead_url(), &["--max-attempts", "3"]);
+    r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stdout().starts_with("reprocess: 0 examined"),
+        "{}",
+        r.stdout()
+    );
+    assert!(!r.stderr().contains("no row claimed"), "{}", r.stderr());
 }

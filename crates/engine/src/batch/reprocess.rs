@@ -71,26 +71,24 @@ fn core_unreachable(
     core: &CoreClient,
     rows: &[Row],
 ) -> Result<Option<String>, ReprocessError> {
+    let Some(t) = rows
+        .iter()
+        .find_map(|r| stored_transfer(r).ok().map(|(t, _)| t))
+    else {
+        return Ok(None);
+    };
     match canary(ledger, core)? {
         Canary::Passed { .. } => Ok(None),
         Canary::Failed(c) if c.not_found => Err(ReprocessError::WrongCore(c)),
         Canary::Failed(c) => Ok(Some(c.to_string())),
-        Canary::NoBooking => {
-            let Some(t) = rows
-                .iter()
-                .find_map(|r| stored_transfer(r).ok().map(|(t, _)| t))
-            else {
-                return Ok(None);
-            };
-            Ok(match core.inquire(&t) {
-                Inquiry::Booked(_) | Inquiry::NotFound => None,
-                Inquiry::Error(why) => Some(format!(
-                    "reachability inquiry about GUID {} (the first row to resend) failed \
-                     ({why}): the core cannot be reached",
-                    t.guid
-                )),
-            })
-        }
+        Canary::NoBooking => Ok(match core.inquire(&t) {
+            Inquiry::Booked(_) | Inquiry::NotFound => None,
+            Inquiry::Error(why) => Some(format!(
+                "reachability inquiry about GUID {} (the first row to resend) failed \
+                 ({why}): the core cannot be reached",
+                t.guid
+            )),
+        }),
     }
 }
 
