@@ -35,6 +35,8 @@ fn migrate_copies_a_relays_sqlite_ledger_once_and_never_overwrites() {
         let rejected_reply = call(&relay.addr, &rejected);
         assert_code(&rejected_reply, "B001");
         assert_eq!(call(&relay.addr, &unknown), short(&unknown, &E_UNKNOWN));
+        // One relay per SQLite ledger: this one goes before the next starts.
+        drop(relay);
         let down = start_relay(&sqlite, &dead_url(), &[]);
         assert_code(&call(&down.addr, &failed), "E902");
         (booked_reply, rejected_reply)

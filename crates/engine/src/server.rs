@@ -15,12 +15,14 @@ mod error;
 mod frames;
 mod handshake;
 pub mod identity;
+mod ledger_lock;
 #[cfg(test)]
 mod tests;
 mod tls;
 
 pub use descriptors::descriptors_needed;
 pub use error::StartError;
+pub use ledger_lock::{LedgerLock, LockError, lock_path};
 pub use tls::{ListenerTls, TlsError};
 
 use std::collections::HashMap;
@@ -181,6 +183,8 @@ pub struct Relay {
     shared: Arc<Shared>,
     /// The admin port, if `start_admin` was called; stopped when `serve` returns.
     admin: Option<Admin>,
+    /// An SQLite ledger's one-relay lock, held for the relay's life.
+    _lock: Option<LedgerLock>,
 }
 
 /// Stops a running relay from another thread (a signal handler's thread, a test).
@@ -209,8 +213,9 @@ impl ShutdownHandle {
 }
 
 impl Relay {
-    /// Opens the ledger, checks the core URL and binds, so that every configuration error
-    /// shows before the `listening on` line.
+    /// Takes an SQLite ledger's one-relay lock, opens the ledger and proves it can write it
+    /// (`Store::health_round_trip`), checks the core URL and binds, so that every
+    /// configuration error shows before the `listening on` line.
     pub fn start(db: &Db, config: Config) -> Result<Relay, StartError> {
         crate::observers::install();
         let late_sockets = if config.late_reply.is_zero() {
@@ -233,9 +238,17 @@ impl Relay {
                 .connections_refused
                 .with_label_values(&["max_connections_per_channel"]);
         }
+        // Before the ledger is opened (and perhaps upgraded): one relay per SQLite file.
+        let lock = match db {
+            Db::Sqlite(path) => Some(LedgerLock::take(path).map_err(StartError::Lock)?),
+            Db::Postgres(_) => None,
+        };
         let store = db
             .open(Access::Relay, "relay")
             .map_err(StartError::Ledger)?;
+        // A real write through the claim path (rolled back) and the health row, read back:
+        // a ledger the relay cannot write would otherwise answer every transfer E905.
+        store.health_round_trip().map_err(StartError::Unwritable)?;
         let core = CoreClient::with_tls(
             &config.core_url,
             config.connect_timeout,
@@ -251,6 +264,7 @@ impl Relay {
         Ok(Relay {
             listener,
             admin: None,
+            _lock: lock,
             shared: Arc::new(Shared {
                 late: (!config.late_reply.is_zero()).then(|| {
                     Arc::new(LateReplies::new(

@@ -50,6 +50,14 @@ pub enum LedgerError {
         to: String,
         at: String,
     },
+    /// The ledger's schema is newer than this build knows (`ledger`: a path, or a URL with
+    /// its password masked): a later version wrote it, and this one might misread it or undo
+    /// what it relies on.
+    NewerSchema {
+        ledger: String,
+        found: i64,
+        known: i64,
+    },
 }
 
 impl fmt::Display for LedgerError {
@@ -103,6 +111,15 @@ impl fmt::Display for LedgerError {
                 "ledger {} was moved to {to} by migrate at {at} UTC; use --db with that \
                  ledger (this file is kept for the record only)",
                 path.display()
+            ),
+            LedgerError::NewerSchema {
+                ledger,
+                found,
+                known,
+            } => write!(
+                f,
+                "ledger {ledger}: its schema is version {found}, newer than this build knows \
+                 ({known}); refusing it (run the tools of the version that wrote it)"
             ),
         }
     }

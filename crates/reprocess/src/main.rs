@@ -2,10 +2,10 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
-use cli::{DryRun, print_report};
-use engine::batch;
+use cli::{DryRun, EXIT_FATAL, print_report};
+use engine::batch::{self, ReprocessError};
+use log::Level;
 
 /// Resends FAILED rows with rsp_code E902 and fewer than --max-attempts attempts.
 #[derive(Parser, Debug)]
@@ -56,18 +56,29 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
             args.batch.output.json(),
         ));
     }
-    let summary = batch::reprocess(
+    let result = batch::reprocess(
         ledger.as_ref(),
         &core,
         args.max_attempts,
         args.limit,
         args.batch.parallel.get(),
-    )
-    .with_context(|| format!("ledger {}", db))?;
-    counts.record(&summary);
-    Ok(print_report(
-        "reprocess",
-        &summary,
-        args.batch.output.json(),
-    ))
+    );
+    match result {
+        Ok(summary) => {
+            counts.record(&summary);
+            Ok(print_report(
+                "reprocess",
+                &summary,
+                args.batch.output.json(),
+            ))
+        }
+        Err(ReprocessError::Ledger(e)) => {
+            Err(anyhow::Error::new(e).context(format!("ledger {}", db)))
+        }
+        Err(e @ ReprocessError::WrongCore(_)) => {
+            // A core that does not know our bookings: the settings look wrong.
+            cli::stderr_line("reprocess", Level::Error, &e.to_string());
+            Ok(EXIT_FATAL)
+        }
+    }
 }

@@ -12,5 +12,6 @@ mod ledger_errors;
 mod limits;
 mod metrics;
 mod replies;
+mod start;
 pub(crate) mod tls;
 mod tls_channel;

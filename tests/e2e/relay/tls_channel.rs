@@ -68,6 +68,8 @@ struct TlsScene {
     core: Core,
     relay: Server,
     admin: String,
+    /// The relay's flags, to start it again.
+    args: Vec<String>,
 }
 
 impl TlsScene {
@@ -84,13 +86,25 @@ impl TlsScene {
         let mut args = tls_flags(&server, client_ca.as_deref());
         args.extend(extra);
         let (relay, admin) = relay_with_admin(&db, &core.url(), &args);
+        let args = args.into_iter().map(str::to_string).collect();
         TlsScene {
             pki,
             db,
             core,
             relay,
             admin,
+            args,
         }
+    }
+
+    /// Runs `f` while the TLS relay is stopped (one relay per SQLite ledger: a plain-TCP
+    /// relay on the same ledger runs in between), then starts it again with its flags.
+    fn meanwhile<T>(&mut self, f: impl FnOnce(&TlsScene) -> T) -> T {
+        self.relay.kill();
+        let out = f(self);
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        (self.relay, self.admin) = relay_with_admin(&self.db, &self.core.url(), &args);
+        out
     }
 
     fn chan(&self, identity: Option<&Pair>) -> io::Result<Chan> {
@@ -109,10 +123,6 @@ fn tls_without_client_certificates_books_with_the_bytes_of_plain_tcp() {
     assert_done_with(&s.db, &s.core, &m, &reply);
     assert_eq!(chan.call(&m).expect("a reply"), reply, "the stored reply");
     assert!(logged(&s.relay, &["guid=G-TLS-CH-1 channel=- code=0000"]));
-    // A plain-TCP relay on the same ledger answers the same bytes.
-    let plain = start_relay(&s.db, &s.core.url(), &[]);
-    assert_eq!(call(&plain.addr, &m), reply);
-    assert_eq!(s.core.bookings("G-TLS-CH-1"), 1);
     let text = scrape(&s.admin);
     assert_eq!(
         sample(&text, "txrelay_channel_requests_total{channel=\"-\"}"),
@@ -122,6 +132,13 @@ fn tls_without_client_certificates_books_with_the_bytes_of_plain_tcp() {
     let other = msg("G-TLS-CH-PLAIN", 5, "");
     assert_eq!(try_call(&s.relay.addr, &other, TIMEOUT), None);
     assert_eq!(s.db.state("G-TLS-CH-PLAIN"), None);
+    // A plain-TCP relay on the same ledger answers the same bytes.
+    let mut s = s;
+    s.meanwhile(|s| {
+        let plain = start_relay(&s.db, &s.core.url(), &[]);
+        assert_eq!(call(&plain.addr, &m), reply);
+    });
+    assert_eq!(s.core.bookings("G-TLS-CH-1"), 1);
 }
 
 #[test]
@@ -485,13 +502,16 @@ fn a_guid_belongs_to_the_channel_that_claimed_it() {
     );
 
     // An anonymous channel (a plain-TCP relay on the same ledger) gets E904 for it too.
-    let plain = start_relay(&s.db, &s.core.url(), &[]);
-    assert_eq!(call(&plain.addr, &m), short(&m, &E_GUID_REUSED));
+    let anon = msg("G-NO-CHANNEL", 701, "");
+    let mut s = s;
+    let stored = s.meanwhile(|s| {
+        let plain = start_relay(&s.db, &s.core.url(), &[]);
+        assert_eq!(call(&plain.addr, &m), short(&m, &E_GUID_REUSED));
+        call(&plain.addr, &anon)
+    });
 
     // A GUID with no channel (claimed anonymously) is usable by a named channel: the stored
     // reply, byte for byte, and the row keeps no channel.
-    let anon = msg("G-NO-CHANNEL", 701, "");
-    let stored = call(&plain.addr, &anon);
     assert_code(&stored, "0000");
     assert_eq!(s.chan(Some(&b)).unwrap().call(&anon).unwrap(), stored);
     assert_eq!(s.db.row("G-NO-CHANNEL").unwrap().channel, None);
@@ -507,8 +527,11 @@ fn a_named_channel_reclaims_a_failed_guid_without_a_channel_and_owns_it() {
     let s = TlsScene::new(true, &[]);
     let a = s.pki.client("chan-a");
     let m = msg("G-RECLAIM", 702, "");
-    let down = start_relay(&s.db, &testkit::dead_url(), &[]);
-    assert_code(&call(&down.addr, &m), "E902");
+    let mut s = s;
+    s.meanwhile(|s| {
+        let down = start_relay(&s.db, &testkit::dead_url(), &[]);
+        assert_code(&call(&down.addr, &m), "E902");
+    });
     assert_eq!(s.db.row("G-RECLAIM").unwrap().channel, None);
     let reply = s.chan(Some(&a)).unwrap().call(&m).unwrap();
     assert_code(&reply, "0000");
@@ -517,7 +540,9 @@ fn a_named_channel_reclaims_a_failed_guid_without_a_channel_and_owns_it() {
         (row.channel.as_deref(), row.attempts),
         (Some("chan-a"), Some(2))
     );
-    let plain = start_relay(&s.db, &s.core.url(), &[]);
-    assert_eq!(call(&plain.addr, &m), short(&m, &E_GUID_REUSED));
+    s.meanwhile(|s| {
+        let plain = start_relay(&s.db, &s.core.url(), &[]);
+        assert_eq!(call(&plain.addr, &m), short(&m, &E_GUID_REUSED));
+    });
     assert_eq!(s.core.bookings("G-RECLAIM"), 1);
 }

@@ -1,70 +1,10 @@
-//! What reprocess records: each answer as the relay would, and a core that is down stops
-//! the run after the first row.
+//! What reprocess records: each answer as the relay would.
 
 use std::collections::BTreeMap;
 
 use wire::E_UNKNOWN;
 
 use crate::util::*;
-
-#[test]
-fn reprocess_with_the_core_down_stops_after_the_first_row() {
-    skip_if_unavailable!();
-    let msgs: Vec<Vec<u8>> = (0..3)
-        .map(|i| msg(&format!("G-RC-{i}"), 10 + i, ""))
-        .collect();
-    let s = Scene::new()
-        .rows(
-            msgs.iter()
-                .enumerate()
-                .map(|(i, m)| RowSpec::failed(m).age(300 - 100 * i as u64)),
-        )
-        .build();
-    let r = reprocess(&s.db, &dead_url(), &["--max-attempts", "3", "--json"]);
-    r.expect_code(EXIT_LEFT);
-    assert_counts(
-        &r.json(),
-        &[
-            ("examined", 3),
-            ("sent", 1),
-            ("failed", 1),
-            ("not_tried", 2),
-            ("done", 0),
-            ("exit_code", EXIT_LEFT.into()),
-        ],
-    );
-    assert_failed_e902(&s.db, &msgs[0], 2);
-    for m in &msgs[1..] {
-        let row = s.db.row(&guid_of(m)).unwrap();
-        assert_eq!(
-            (row.state, row.attempts, row.response),
-            (State::Failed, Some(1), None)
-        );
-    }
-
-    // The next run burns an attempt on the row that is now the oldest: G-RC-1.
-    let r = reprocess(&s.db, &dead_url(), &["--max-attempts", "3"]);
-    r.expect_code(EXIT_LEFT);
-    assert_eq!(
-        r.stdout(),
-        "reprocess: 3 examined, 1 sent, 0 DONE, 1 FAILED, 0 UNKNOWN, \
-         2 not tried (core unreachable), 0 skipped, 0 changed by another writer\n"
-    );
-    assert_failed_e902(&s.db, &msgs[0], 2);
-    assert_failed_e902(&s.db, &msgs[1], 2);
-    assert_eq!(s.db.row("G-RC-2").unwrap().attempts, Some(1));
-
-    // The core is back: rows that used up their attempts stay; the other goes once.
-    let core = Core::start(&[]);
-    let r = reprocess(&s.db, &core.url(), &["--max-attempts", "2", "--json"]);
-    r.expect_code(EXIT_SETTLED);
-    assert_counts(&r.json(), &[("examined", 1), ("sent", 1), ("done", 1)]);
-    assert_failed_e902(&s.db, &msgs[0], 2);
-    assert_failed_e902(&s.db, &msgs[1], 2);
-    assert_done_as_booked(&s.db, &core, &msgs[2]);
-    assert_eq!(s.db.row("G-RC-2").unwrap().attempts, Some(2));
-    assert_eq!(core.by_guid(), BTreeMap::from([("G-RC-2".into(), 1)]));
-}
 
 #[test]
 fn reprocess_records_every_outcome_as_the_relay_does() {

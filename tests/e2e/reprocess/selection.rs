@@ -44,6 +44,8 @@ fn reprocess_sends_only_failed_e902_rows_below_max_attempts() {
     let never_guids: Vec<&str> = never.iter().map(|(g, ..)| *g).collect();
     let never_before = rows_of(&s.db, &never_guids);
 
+    // G-RP-DONE is the ledger's booking: the core must know it (the canary, §5 v1.2).
+    s.core().book(&msg("G-RP-DONE", 5, ""));
     let r = s.reprocess(&["--max-attempts", "3"]);
     r.expect_code(EXIT_SETTLED);
     assert_eq!(
@@ -54,6 +56,7 @@ fn reprocess_sends_only_failed_e902_rows_below_max_attempts() {
     assert_eq!(
         s.core().by_guid(),
         BTreeMap::from([
+            ("G-RP-DONE".into(), 1),
             ("G-RP-OK1".into(), 1),
             ("G-RP-OK2".into(), 1),
             ("G-RP-REAL".into(), 1)
@@ -69,7 +72,7 @@ fn reprocess_sends_only_failed_e902_rows_below_max_attempts() {
         // Any relay replays it byte for byte, even one whose core is still down.
         assert_eq!(s.call(m), reply, "{guid}");
     }
-    assert_eq!(s.core().total_bookings(), 3);
+    assert_eq!(s.core().total_bookings(), 4);
 
     // Nothing left to do: a second run sends nothing.
     let r = s.reprocess(&["--max-attempts", "3"]);
@@ -79,7 +82,7 @@ fn reprocess_sends_only_failed_e902_rows_below_max_attempts() {
         "{}",
         r.stdout()
     );
-    assert_eq!(s.core().total_bookings(), 3);
+    assert_eq!(s.core().total_bookings(), 4);
 }
 
 #[test]

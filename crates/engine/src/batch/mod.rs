@@ -9,7 +9,7 @@ mod resolve;
 
 pub use canary::{Canary, CanaryFailure, canary};
 pub use purge::{PurgeSummary, purge};
-pub use reprocess::{ReprocessSummary, reprocess};
+pub use reprocess::{ReprocessError, ReprocessSummary, reprocess};
 pub use resolve::{
     NeedsOperator, ResolveError, ResolveSettings, ResolveSummary, resolve, resolve_candidates,
 };

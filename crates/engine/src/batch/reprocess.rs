@@ -1,13 +1,15 @@
 //! `reprocess`: resends only what the ledger proves was never sent, with the same GUID.
 
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use log::{info, warn};
 use serde::Serialize;
 
+use super::canary::{Canary, CanaryFailure, canary};
 use super::{in_parallel, stored_transfer};
 use crate::transfer::send_and_record;
-use core_client::CoreClient;
+use core_client::{CoreClient, Inquiry};
 use ledger::error::LedgerError;
 use ledger::state::{Row, State};
 use ledger::store::Store;
@@ -20,7 +22,8 @@ pub struct ReprocessSummary {
     /// Not sent again (the core is still unreachable): the run stops at the first one.
     pub failed: usize,
     pub unknown: usize,
-    /// Not tried because the core was found unreachable earlier in this run.
+    /// Not tried because the core was found unreachable before the run claimed anything, or
+    /// earlier in this run.
     pub not_tried: usize,
     /// Rows without a usable stored request, or whose claim or result could not be written.
     pub skipped: usize,
@@ -31,20 +34,91 @@ pub struct ReprocessSummary {
     pub unsettled: Vec<String>,
 }
 
+/// Why `reprocess` stopped before claiming any row.
+#[derive(Debug)]
+pub enum ReprocessError {
+    Ledger(LedgerError),
+    /// The canary inquiry about the ledger's newest booking answered 404: this `--core` is
+    /// not the core that booked it (a wrong path, another environment), and resending there
+    /// would book where nobody looks.
+    WrongCore(CanaryFailure),
+}
+
+impl fmt::Display for ReprocessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReprocessError::Ledger(e) => e.fmt(f),
+            ReprocessError::WrongCore(c) => write!(f, "{c}; no row claimed"),
+        }
+    }
+}
+
+impl std::error::Error for ReprocessError {}
+
+impl From<LedgerError> for ReprocessError {
+    fn from(e: LedgerError) -> Self {
+        ReprocessError::Ledger(e)
+    }
+}
+
+/// Whether the core answers, asked before any row is claimed so that an outage spends no
+/// attempt (contract §5, v1.2): the canary (resolve's), or in a ledger without a booking an
+/// inquiry about the first row to resend, whose answer — 200 or the core's JSON 404 —
+/// proves the core is up. `Some(why)`: it does not. No row with a usable stored request:
+/// nothing will be claimed, nothing to ask.
+fn core_unreachable(
+    ledger: &dyn Store,
+    core: &CoreClient,
+    rows: &[Row],
+) -> Result<Option<String>, ReprocessError> {
+    let Some(t) = rows
+        .iter()
+        .find_map(|r| stored_transfer(r).ok().map(|(t, _)| t))
+    else {
+        return Ok(None);
+    };
+    match canary(ledger, core)? {
+        Canary::Passed { .. } => Ok(None),
+        Canary::Failed(c) if c.not_found => Err(ReprocessError::WrongCore(c)),
+        Canary::Failed(c) => Ok(Some(c.to_string())),
+        Canary::NoBooking => Ok(match core.inquire(&t) {
+            Inquiry::Booked(_) | Inquiry::NotFound => None,
+            Inquiry::Error(why) => Some(format!(
+                "reachability inquiry about GUID {} (the first row to resend) failed \
+                 ({why}): the core cannot be reached",
+                t.guid
+            )),
+        }),
+    }
+}
+
 /// Resends FAILED/E902 rows below `max_attempts`, each claimed by one guarded UPDATE first,
 /// up to `parallel` at once (oldest first), over the core client's kept-alive connections;
 /// the first row sent goes alone. Stops sending at the first row that finds the core
 /// unreachable: the rest would only burn an attempt each. No claim is made after that; the
 /// sends already in flight (at most `parallel - 1`) finish, and every row not claimed is
-/// "not tried".
+/// "not tried". Before any claim the core must answer (`core_unreachable`); while it does
+/// not, no row is claimed, one warning says why, and every row is "not tried". A core that
+/// does not know the ledger's newest booking fails the run (`ReprocessError::WrongCore`).
 pub fn reprocess(
     ledger: &dyn Store,
     core: &CoreClient,
     max_attempts: i64,
     limit: Option<u64>,
     parallel: usize,
-) -> Result<ReprocessSummary, LedgerError> {
+) -> Result<ReprocessSummary, ReprocessError> {
     let rows = ledger.select_resendable(max_attempts, limit)?;
+    if let Some(why) = core_unreachable(ledger, core, &rows)? {
+        warn!("{why}; no row claimed");
+        let mut unsettled: Vec<String> = rows.iter().map(|r| r.guid.clone()).collect();
+        unsettled.sort();
+        return Ok(ReprocessSummary {
+            examined: rows.len(),
+            not_tried: rows.len(),
+            unsettled,
+            ..ReprocessSummary::default()
+        });
+    }
     let core_down = AtomicBool::new(false);
     let resend = |row: &Row| resend(ledger, core, max_attempts, &core_down, row);
     // One at a time until a row has been sent: a core that is down then costs one attempt,

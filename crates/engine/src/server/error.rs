@@ -9,6 +9,11 @@ use ledger::error::LedgerError;
 #[derive(Debug)]
 pub enum StartError {
     Ledger(LedgerError),
+    /// The ledger opened but the start's write through the claim path failed (a read-only
+    /// file or database, a full disk, a role without the right to write).
+    Unwritable(LedgerError),
+    /// Another relay holds this SQLite ledger, or its lock file cannot be used.
+    Lock(super::LockError),
     Core(BadCoreUrl),
     Bind {
         addr: String,
@@ -33,6 +38,11 @@ impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StartError::Ledger(e) => e.fmt(f),
+            StartError::Unwritable(e) => write!(
+                f,
+                "the relay cannot write its ledger (every transfer would be E905): {e}"
+            ),
+            StartError::Lock(e) => e.fmt(f),
             StartError::Core(e) => e.fmt(f),
             StartError::Tls(e) => e.fmt(f),
             StartError::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),

@@ -65,15 +65,21 @@ impl PgStore {
             pool: Pool::new(url.clone(), tls, settings),
             url,
         };
-        let opened = if read_only {
+        let v = store
+            .pool
+            .run("connecting", |c| schema::schema_version(&mut c.client))
+            .map_err(|e| store.open_error(e))?;
+        if v > schema::SCHEMA_VERSION {
+            return Err(LedgerError::NewerSchema {
+                ledger: store.url.to_string(),
+                found: v.into(),
+                known: schema::SCHEMA_VERSION.into(),
+            });
+        }
+        if read_only {
             // Read as it is, never upgraded: a ledger older than the columns we read is
             // refused with the reason (any other tool's start upgrades it).
-            let v = store
-                .pool
-                .run("connecting", |c| schema::schema_version(&mut c.client));
-            if let Ok(v) = v
-                && (1..schema::SCHEMA_VERSION).contains(&v)
-            {
+            if (1..schema::SCHEMA_VERSION).contains(&v) {
                 return Err(LedgerError::PgOpen {
                     url: store.url.to_string(),
                     why: format!(
@@ -84,20 +90,34 @@ impl PgStore {
                     ),
                 });
             }
-            v.map(drop)
         } else {
             let op_deadline = store.pool.op_deadline();
-            store.pool.run_by(
-                "applying the schema",
-                Instant::now() + schema::SCHEMA_DEADLINE,
-                move |c| schema::bring_up_to_date(c, op_deadline),
-            )
-        };
-        opened.map_err(|e| LedgerError::PgOpen {
-            url: store.url.to_string(),
-            why: e.to_string(),
-        })?;
+            let upgraded = store
+                .pool
+                .run_by(
+                    "applying the schema",
+                    Instant::now() + schema::SCHEMA_DEADLINE,
+                    move |c| schema::bring_up_to_date(c, op_deadline),
+                )
+                .map_err(|e| store.open_error(e))?;
+            // From 0: a new ledger, created rather than upgraded.
+            if let Some(from) = upgraded.filter(|&v| v > 0) {
+                log::info!(
+                    "ledger {}: schema upgraded from version {from} to {}",
+                    store.url,
+                    schema::SCHEMA_VERSION
+                );
+            }
+        }
         Ok(store)
+    }
+
+    /// `e`, met while opening, as the error that names the ledger.
+    fn open_error(&self, e: impl std::fmt::Display) -> LedgerError {
+        LedgerError::PgOpen {
+            url: self.url.to_string(),
+            why: e.to_string(),
+        }
     }
 
     /// A setting of a pooled session as the server holds it (`pg_settings.setting`: in the

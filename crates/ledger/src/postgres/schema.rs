@@ -36,12 +36,14 @@ pub(super) fn schema_version(
 pub(super) const SCHEMA_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Applies the schema under the advisory lock, unless another tool did while this one
-/// waited for it; in one transaction with the version it records.
-fn apply_schema(c: &mut postgres::Client) -> std::result::Result<(), postgres::Error> {
+/// waited for it; in one transaction with the version it records. The version it upgraded
+/// from, if it did.
+fn apply_schema(c: &mut postgres::Client) -> std::result::Result<Option<i32>, postgres::Error> {
     c.execute("SELECT pg_advisory_lock($1)", &[&SCHEMA_LOCK])?;
     let applied = (|| {
-        if schema_version(c)? >= SCHEMA_VERSION {
-            return Ok(());
+        let from = schema_version(c)?;
+        if from >= SCHEMA_VERSION {
+            return Ok(None);
         }
         let mut t = c.transaction()?;
         t.batch_execute(SCHEMA)?;
@@ -49,27 +51,29 @@ fn apply_schema(c: &mut postgres::Client) -> std::result::Result<(), postgres::E
             "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL); \
              INSERT INTO ledger_schema (version) VALUES ({SCHEMA_VERSION})"
         ))?;
-        t.commit()
+        t.commit().map(|()| Some(from))
     })();
     let unlocked = c.execute("SELECT pg_advisory_unlock($1)", &[&SCHEMA_LOCK]);
-    applied.and(unlocked.map(drop))
+    unlocked.and(applied)
 }
 
-/// Brings the ledger's schema up to date on `c`, unless it is already.
+/// Brings the ledger's schema up to date on `c`, unless it is already; the version it
+/// upgraded from, if it did. (A ledger newer than `SCHEMA_VERSION` is left as it is: the
+/// caller refuses it.)
 pub(super) fn bring_up_to_date(
     c: &mut PgConn,
     op_deadline: Duration,
-) -> std::result::Result<(), postgres::Error> {
+) -> std::result::Result<Option<i32>, postgres::Error> {
     // Applied once per schema version: DDL on a ledger in use would queue behind any open
     // write transaction (CREATE INDEX IF NOT EXISTS takes a table lock even when the index
     // exists) and hold every claim back.
     if schema_version(&mut c.client)? >= SCHEMA_VERSION {
-        return Ok(());
+        return Ok(None);
     }
     // Waiting for the lock and applying may take as long as the deadline allows; then the
     // session gets the pool's own timeouts back.
     c.client.batch_execute(&pool::timeouts(SCHEMA_DEADLINE))?;
     let applied = apply_schema(&mut c.client);
     let restored = c.client.batch_execute(&pool::timeouts(op_deadline));
-    applied.and(restored)
+    restored.and(applied)
 }

@@ -76,6 +76,7 @@ impl Ledger {
             source,
         })?;
         moved::refuse_if_moved(&conn, path)?;
+        refuse_newer(&conn, path)?;
         show_missing_columns(&conn).map_err(|source| LedgerError::Open {
             path: path.to_path_buf(),
             source,
@@ -128,7 +129,7 @@ impl Ledger {
         }
         // Before the schema is brought up to date: a moved ledger is not touched.
         moved::refuse_if_moved(&conn, path)?;
-        migrate(&conn).map_err(open_err)?;
+        migrate(&conn, path)?;
         Ok(Ledger {
             conn,
             who: "ledger".into(),
@@ -260,25 +261,65 @@ fn create_private(path: &Path) {
     let _ = path;
 }
 
-/// Applies the schema when the file's `user_version` says it has not seen this version.
+/// Applies the schema when the file's `user_version` says it has not seen this version, and
+/// logs the upgrade (from → to); a file a newer build wrote is refused.
 /// The schema is idempotent, so a file made by hand from schema.sql (version 0) is fine.
 /// Columns added since a table was first created come first (`ALTER TABLE` has no `IF NOT
 /// EXISTS`: whether a column is there is asked inside the same write transaction), so that
 /// the triggers the schema creates can name them.
-fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if version >= SCHEMA_VERSION {
+fn migrate(conn: &Connection, path: &Path) -> Result<()> {
+    let open_err = |source| LedgerError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    if refuse_newer(conn, path)? >= SCHEMA_VERSION {
         return Ok(());
     }
-    conn.execute_batch("BEGIN IMMEDIATE")?;
-    let applied = add_missing_columns(conn).and_then(|()| {
-        conn.execute_batch(&format!(
-            "{SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-        ))
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(open_err)?;
+    // Asked again inside the write transaction: another tool may have upgraded meanwhile.
+    let applied = refuse_newer(conn, path).and_then(|from| {
+        if from >= SCHEMA_VERSION {
+            conn.execute_batch("COMMIT").map_err(open_err)?;
+            return Ok(());
+        }
+        // Version 0 with no `tx` table: a new file, created rather than upgraded.
+        let created = from == 0 && !has_table(conn, "tx").map_err(open_err)?;
+        add_missing_columns(conn)
+            .and_then(|()| {
+                conn.execute_batch(&format!(
+                    "{SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                ))
+            })
+            .map_err(open_err)?;
+        if !created {
+            log::info!(
+                "ledger {}: schema upgraded from version {from} to {SCHEMA_VERSION}",
+                path.display()
+            );
+        }
+        Ok(())
     });
     applied.inspect_err(|_| {
         let _ = conn.execute_batch("ROLLBACK");
     })
+}
+
+/// The file's schema version (`PRAGMA user_version`), refused if a newer build wrote it.
+fn refuse_newer(conn: &Connection, path: &Path) -> Result<i64> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|source| LedgerError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if version > SCHEMA_VERSION {
+        return Err(LedgerError::NewerSchema {
+            ledger: path.display().to_string(),
+            found: version,
+            known: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
 }
 
 /// A file opened read-only, as it is, may be older than the columns we read: temporary

@@ -200,3 +200,36 @@ fn a_version_5_ledger_is_read_as_it_is_and_upgraded_in_place() {
     drop(l);
     Ledger::open(&p).expect("opened again: the upgrade is not repeated");
 }
+
+#[test]
+fn a_file_from_a_newer_build_is_refused_and_left_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("newer.db");
+    drop(Ledger::open(&p).unwrap());
+    Connection::open(&p)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 99")
+        .unwrap();
+    let refused = |e: Option<LedgerError>| match e {
+        Some(
+            e @ LedgerError::NewerSchema {
+                found: 99,
+                known: SCHEMA_VERSION,
+                ..
+            },
+        ) => {
+            let line = e.to_string();
+            assert!(line.contains("version 99") && line.contains(&p.display().to_string()));
+            assert_eq!(line.lines().count(), 1, "{line}");
+        }
+        other => panic!("{other:?}"),
+    };
+    refused(Ledger::open(&p).err());
+    refused(Ledger::open_existing(&p).err());
+    refused(Ledger::open_read_only(&p).err());
+    let version: i64 = Connection::open(&p)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 99, "not downgraded");
+}

@@ -60,5 +60,5 @@ for_each_backend!(
     parallel::parallel_resolve_settles_every_row_once,
     parallel::parallel_reprocess_sends_every_row_once,
     parallel::two_parallel_reprocess_runs_at_once_send_each_row_once,
-    parallel::parallel_reprocess_stops_claiming_once_the_core_is_unreachable,
+    parallel::parallel_reprocess_claims_nothing_while_the_core_is_unreachable,
 );

@@ -269,3 +269,40 @@ fn a_version_2_ledger_is_upgraded_in_place_with_the_channel_column() {
         .get(0);
     assert_eq!(v, 3);
 }
+
+/// Issue 19.3: a ledger a newer build wrote (`ledger_schema` above this build's version) is
+/// refused by every open, read-only included, with one line naming both versions, and left
+/// as it is.
+#[test]
+fn a_ledger_from_a_newer_build_is_refused_and_left_as_it_is() {
+    let Some(server) = testkit::pg::shared() else {
+        return;
+    };
+    let url = server.fresh_db();
+    drop(open(&url, 1).expect("open"));
+    let mut sql = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    sql.batch_execute("INSERT INTO ledger_schema (version) VALUES (99)")
+        .unwrap();
+    let db: Db = url.parse().expect("a PostgreSQL URL");
+    for access in [Access::Relay, Access::Tool, Access::ReadOnly] {
+        match db.open(access, "suite").err() {
+            Some(
+                e @ ledger::error::LedgerError::NewerSchema {
+                    found: 99,
+                    known: 3,
+                    ..
+                },
+            ) => {
+                let line = e.to_string();
+                assert!(line.contains("schema is version 99"), "{line}");
+                assert_eq!(line.lines().count(), 1, "{line}");
+            }
+            other => panic!("{access:?}: {other:?}"),
+        }
+    }
+    let v: i32 = sql
+        .query_one("SELECT max(version) FROM ledger_schema", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(v, 99, "left as it is");
+}
