@@ -54,7 +54,7 @@ core_stats() {
 chan() { "$bin/chan" --relay "$relay" "$@"; }
 step() { printf '\n== %s\n' "$*"; }
 
-start coresim --listen 127.0.0.1:0 --slow-ms 2500
+start coresim --listen 127.0.0.1:0 --slow-ms 2500 --journal "$work/core.journal"
 core=$addr
 start relay --db "$db" --listen 127.0.0.1:0 --core "http://$core" --read-timeout-ms 1500
 relay=$addr
@@ -97,8 +97,8 @@ core_stats
 step "7. the core goes down: E902, the ledger proves the request never left (FAILED)"
 kill "${pids[0]}"; wait "${pids[0]}" 2>/dev/null || true
 chan --guid DEMO-3 --amount 75 --memo groceries
-echo "the core comes back on the same port; reprocess resends only proven-unsent rows:"
-start coresim --listen "$core" --slow-ms 2500
+echo "the core comes back on the same port (it keeps its bookings, as a real core does); reprocess checks it answers, then resends only proven-unsent rows:"
+start coresim --listen "$core" --slow-ms 2500 --journal "$work/core.journal"
 "$bin/reprocess" --db "$db" --core "http://$core" --max-attempts 3 2>/dev/null
 chan --guid DEMO-3 --amount 75 --memo groceries
 
