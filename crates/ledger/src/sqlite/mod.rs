@@ -326,14 +326,9 @@ fn refuse_newer(conn: &Connection, path: &Path) -> Result<i64> {
 /// views of the same name (they shadow the tables for unqualified names, and live in the
 /// connection's own temp schema, never in the file) show each missing column as NULL.
 fn show_missing_columns(conn: &Connection) -> rusqlite::Result<()> {
-    for (table, column, _) in ADDED_COLUMNS {
-        if has_table(conn, table)? && !has_column(conn, table, column)? {
-            conn.execute_batch(&format!(
-                "CREATE TEMP VIEW {table} AS SELECT *, NULL AS {column} FROM main.{table}"
-            ))?;
-        }
-    }
-    Ok(())
+    for_each_missing_column(conn, |table, column, _| {
+        format!("CREATE TEMP VIEW {table} AS SELECT *, NULL AS {column} FROM main.{table}")
+    })
 }
 
 /// The columns a later schema version added to a table an earlier one created.
@@ -341,9 +336,20 @@ const ADDED_COLUMNS: [(&str, &str, &str); 2] =
     [("tx", "channel", "TEXT"), ("tx_history", "channel", "TEXT")];
 
 fn add_missing_columns(conn: &Connection) -> rusqlite::Result<()> {
+    for_each_missing_column(conn, |table, column, decl| {
+        format!("ALTER TABLE {table} ADD COLUMN {column} {decl}")
+    })
+}
+
+/// Runs the statement `sql` makes for each of `ADDED_COLUMNS` that a table of this file has
+/// not got (a table the file has not got at all is left to the schema).
+fn for_each_missing_column(
+    conn: &Connection,
+    sql: impl Fn(&str, &str, &str) -> String,
+) -> rusqlite::Result<()> {
     for (table, column, decl) in ADDED_COLUMNS {
         if has_table(conn, table)? && !has_column(conn, table, column)? {
-            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))?;
+            conn.execute_batch(&sql(table, column, decl))?;
         }
     }
     Ok(())
