@@ -2,8 +2,13 @@
 """What the SQLite history triggers cost the writer, without the relay: 20,000 transfers
 (claim INSERT + result UPDATE, 50 per transaction as the group commit makes them, fsync off) on
 schema.sql as is, without its tx triggers, and with the at index / AUTOINCREMENT left out.
-Prints microseconds per transfer. Usage: python3 scripts/history_trigger_cost.py"""
-import os, shutil, sqlite3, tempfile, time
+Prints microseconds per transfer. Usage: python3 scripts/history_trigger_cost.py [--rounds N]"""
+import argparse, os, shutil, sqlite3, tempfile, time
+parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument('--rounds', type=int, default=2, help='how many times each variant is timed (default 2)')
+args = parser.parse_args()
+if args.rounds < 1:
+    parser.error('--rounds must be at least 1')
 tmp = tempfile.mkdtemp()
 schema = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'schema.sql')).read()
 def run(variant):
@@ -31,6 +36,6 @@ def run(variant):
             n += 1
         c.execute('DELETE FROM tx_actor'); c.execute('COMMIT')
     return (time.perf_counter() - t0) / n * 1e6
-for rnd in range(2):
+for rnd in range(args.rounds):
     print(rnd, {v: round(run(v), 1) for v in ('none', 'current', 'noat', 'noauto', 'both')}, 'µs/transfer')
 shutil.rmtree(tmp)

@@ -39,11 +39,18 @@ die() {
 }
 
 # Copies stdin to stdout, each line prefixed with a timestamp (taken when the line
-# arrives). A last line without a newline is kept too.
+# arrives). A tool's own log line, `[TIMESTAMP LEVEL target] message`, keeps its own
+# timestamp, moved to the front: `TIMESTAMP [LEVEL target] message`, one timestamp a line.
+# A last line without a newline is kept too.
 stamp() {
     local line
+    local own='^\[([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z) (.*)$'
     while IFS= read -r line || [[ -n $line ]]; do
-        printf '%s %s\n' "$(ts)" "$line"
+        if [[ $line =~ $own ]]; then
+            printf '%s [%s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
+        else
+            printf '%s %s\n' "$(ts)" "$line"
+        fi
     done
 }
 

@@ -32,7 +32,7 @@ fn an_unusable_ledger_is_exit_1_with_one_line_naming_it() {
                     "{name} {extra:?}: names the ledger: {err}"
                 );
                 assert!(err.starts_with(&format!("{name}: ")), "{err}");
-                assert_eq!(r.stdout(), "", "{name}: nothing on stdout");
+                assert_stdout_for_failure(&r, extra.contains(&"--json"), EXIT_FATAL);
             }
         }
     }
@@ -229,4 +229,113 @@ fn every_timeout_flag_of_the_batch_tools_has_an_environment_twin() {
         assert_eq!(r.stdout(), "");
     }
     assert!(!db.created(), "usage errors create nothing");
+}
+
+/// Every tool's valid arguments for ledger `db` (and the core at `core` where it needs one).
+fn every_tool<'a>(db: &'a str, core: &'a str) -> Vec<(&'static str, Vec<&'a str>)> {
+    vec![
+        (
+            "relay",
+            vec!["--db", db, "--core", core, "--listen", "127.0.0.1:0"],
+        ),
+        ("resolve", with_db("resolve", db, core)),
+        ("reprocess", with_db("reprocess", db, core)),
+        ("purge", with_db("purge", db, core)),
+        ("inspect", vec!["--db", db]),
+        ("backup", vec!["--db", db, "--to", "/nonexistent-dir/b.db"]),
+    ]
+}
+
+#[test]
+fn empty_values_and_negative_numbers_are_exit_2_naming_the_flag_or_variable() {
+    skip_if_unavailable!();
+    let db = temp_ledger();
+    let core = dead_url();
+    for (name, args) in every_tool("", &core) {
+        let r = tool(name, &args);
+        r.expect_code(EXIT_USAGE);
+        assert!(
+            r.stderr().contains("invalid value '' for '--db'"),
+            "{name}: {}",
+            r.stderr()
+        );
+    }
+    let negative: [(&str, Vec<&str>, &str); 4] = [
+        ("purge", vec!["--db", db.arg(), "--days", "-1"], "--days"),
+        ("purge", vec!["--db", db.arg(), "--days=-1"], "--days"),
+        (
+            "reprocess",
+            vec!["--db", db.arg(), "--core", &core, "--max-attempts", "-3"],
+            "--max-attempts",
+        ),
+        (
+            "inspect",
+            vec!["--db", db.arg(), "list", "--state", "DONE", "--limit", "-5"],
+            "--limit",
+        ),
+    ];
+    for (name, args, flag) in negative {
+        let r = tool(name, &args);
+        r.expect_code(EXIT_USAGE);
+        let want = format!("for '{flag}': negative numbers are not allowed");
+        assert!(
+            r.stderr().contains(&want),
+            "{name} {args:?}: {}",
+            r.stderr()
+        );
+    }
+    // An environment twin set to nothing names the variable, whatever the flag's type.
+    for (var, name, args) in [
+        (
+            "RELAY_LISTEN",
+            "relay",
+            vec!["--db", db.arg(), "--core", &core],
+        ),
+        (
+            "RELAY_READ_TIMEOUT_MS",
+            "relay",
+            vec!["--db", db.arg(), "--core", &core],
+        ),
+        ("PURGE_DB", "purge", vec!["--days", "7"]),
+        (
+            "RESOLVE_CORE",
+            "resolve",
+            vec!["--db", db.arg(), "--min-age", "60"],
+        ),
+    ] {
+        let r = Run::with_env(name, &args, &[(var, "")]);
+        r.expect_code(EXIT_USAGE);
+        assert!(
+            r.stderr().contains(&format!("{var} is set but empty")),
+            "{name} {var}: {}",
+            r.stderr()
+        );
+    }
+    assert!(!db.created(), "usage errors create no ledger");
+}
+
+sqlite_only! {
+    "a directory or a missing directory is a file path's mistake",
+    fn a_directory_or_a_missing_directory_as_ledger_is_one_line_naming_it() {
+        let db = temp_ledger();
+        let core = dead_url();
+        let dir = db.dir().to_str().expect("UTF-8 temp path").to_string();
+        let missing = format!("{dir}/no-such-dir/ledger.db");
+        for (path, want) in [
+            (dir.as_str(), "it is a directory, not a ledger file"),
+            (missing.as_str(), "no-such-dir does not exist"),
+        ] {
+            for (name, args) in every_tool(path, &core) {
+                if name == "backup" {
+                    continue; // backup's own refusals are tested with it
+                }
+                let r = tool(name, &args);
+                r.expect_code(EXIT_FATAL);
+                assert_eq!(r.stderr().lines().count(), 1, "{name}: {}", r.stderr());
+                assert!(r.stderr().contains(want), "{name} {path}: {}", r.stderr());
+                assert!(r.stderr().contains(path), "{name}: {}", r.stderr());
+            }
+        }
+        assert!(!std::path::Path::new(&missing).exists());
+    }
 }

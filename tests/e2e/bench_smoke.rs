@@ -165,3 +165,20 @@ fn bad_flags_are_usage_errors() {
     Run::new("loadgen", &["--guid-prefix", "has space"]).expect_code(EXIT_USAGE);
     Run::new("loadgen", &["--direct", "--replay-only"]).expect_code(EXIT_USAGE);
 }
+
+#[test]
+fn the_history_cost_script_answers_help_without_running_the_benchmark() {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/history_trigger_cost.py"
+    );
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args([script, "--help"]);
+    let run = Run::command(cmd, std::time::Duration::from_secs(20));
+    run.expect_code(EXIT_SETTLED);
+    assert!(run.stdout().starts_with("usage: "), "{}", run.stdout());
+    assert!(!run.stdout().contains("µs/transfer"), "{}", run.stdout());
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args([script, "--rounds", "0"]);
+    Run::command(cmd, std::time::Duration::from_secs(20)).expect_code(EXIT_USAGE);
+}

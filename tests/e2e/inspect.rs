@@ -78,7 +78,7 @@ fn inspect_on_a_ledger_no_tool_created_is_exit_1_and_creates_nothing() {
         let r = tool("inspect", &[&["--db", db.arg()][..], extra].concat());
         r.expect_code(EXIT_FATAL);
         assert_eq!(r.stderr().lines().count(), 1, "{}", r.stderr());
-        assert_eq!(r.stdout(), "");
+        assert_stdout_for_failure(&r, extra.contains(&"--json"), EXIT_FATAL);
     }
     assert!(!db.created(), "inspect created the ledger");
 }

@@ -166,7 +166,7 @@ fn migrate_refuses_a_ledger_whose_write_lock_is_held_and_copies_nothing() {
         err.contains("is in use") && err.contains("nothing copied"),
         "{err}"
     );
-    assert_eq!(r.stdout(), "");
+    assert_stdout_for_failure(&r, true, EXIT_FATAL);
     assert!(pg.rows().is_empty(), "nothing copied");
     lock.release();
     // Not marked moved: once the writer is gone, it migrates.

@@ -38,7 +38,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = cli::parse::<Args>();
     cli::main("backup", || run(args))
 }
 
@@ -46,15 +46,12 @@ fn run(args: Args) -> anyhow::Result<u8> {
     let path = match cli::db_arg::<Args>(&args.ledger.db) {
         Db::Sqlite(path) => path,
         Db::Postgres(url) => {
-            cli::stderr_line(
-                "backup",
-                log::Level::Error,
-                &format!(
-                    "--db {url} is a PostgreSQL ledger: back it up with PostgreSQL's own \
-                     tools (pg_dump, or pg_basebackup with WAL archiving for point-in-time \
-                     recovery)"
-                ),
+            let message = format!(
+                "--db {url} is a PostgreSQL ledger: back it up with PostgreSQL's own tools \
+                 (pg_dump, or pg_basebackup with WAL archiving for point-in-time recovery)"
             );
+            cli::stderr_line("backup", log::Level::Error, &message);
+            cli::print_failure("backup", &message, EXIT_USAGE);
             return Ok(EXIT_USAGE);
         }
     };

@@ -3,11 +3,13 @@
 //! (one line, or one JSON object with `--json`), and the flags they share (`flags`, each
 //! written once). The ledger library returns values; this crate turns them into text.
 
+mod failure;
 #[cfg(feature = "tools")]
 pub mod flags;
 mod logging;
 #[cfg(feature = "tools")]
 mod metrics_file;
+mod parse;
 #[cfg(feature = "tools")]
 mod report;
 
@@ -17,11 +19,13 @@ use std::process::ExitCode;
 #[cfg(feature = "tools")]
 use std::time::Instant;
 
+pub use failure::{json_failures, print_failure, usage_exit};
 #[cfg(feature = "tools")]
 pub use flags::{Core, JsonFlag};
 pub use logging::{LogFormat, stderr_line};
 #[cfg(feature = "tools")]
 pub use metrics_file::RunCounts;
+pub use parse::{parse, parse_from, try_parse_from};
 #[cfg(feature = "tools")]
 pub use report::{DryRun, Listed, Report, print_report};
 
@@ -80,7 +84,9 @@ fn exit_code(tool: &str, result: anyhow::Result<u8>) -> u8 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            stderr_line(tool, log::Level::Error, &format!("{e:#}"));
+            let message = format!("{e:#}");
+            stderr_line(tool, log::Level::Error, &message);
+            print_failure(tool, &message, EXIT_FATAL);
             EXIT_FATAL
         }
     }
@@ -92,11 +98,14 @@ fn exit_code(tool: &str, result: anyhow::Result<u8>) -> u8 {
 pub fn db_arg<A: clap::CommandFactory>(value: &str) -> ledger::Db {
     match value.parse() {
         Ok(db) => db,
-        Err(e) => A::command()
-            .error(
+        Err(e) => {
+            let mut cmd = A::command();
+            let tool = cmd.get_name().to_string();
+            let e = cmd.error(
                 clap::error::ErrorKind::ValueValidation,
                 format!("invalid value for --db: {e}"),
-            )
-            .exit(),
+            );
+            usage_exit(e, &tool)
+        }
     }
 }

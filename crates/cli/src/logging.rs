@@ -24,7 +24,7 @@ use time::macros::format_description;
 /// How the tools write their log lines on stderr.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
-    /// `[timestamp LEVEL target] message key=value…`
+    /// `[timestamp LEVEL target] message key=value…`, the timestamp UTC with milliseconds.
     #[default]
     Text,
     /// One JSON object a line: timestamp, level, target, message, and the fields.
@@ -54,7 +54,7 @@ fn write_text(buf: &mut Formatter, record: &Record<'_>) -> io::Result<()> {
     write!(
         buf,
         "[{} {style}{:<5}{style:#} {}] {}",
-        buf.timestamp(),
+        buf.timestamp_millis(),
         record.level(),
         record.target(),
         record.args()

@@ -33,10 +33,8 @@ fn what_the_core_did(change: &Change) -> Option<String> {
 pub fn earlier_attempt_came_back<S: Store + ?Sized>(store: &S, change: &Change, now: i64) {
     let attempt = change.attempt.unwrap_or_default();
     let Some(did) = what_the_core_did(change) else {
-        warn!(
-            "guid={} attempt {attempt}'s result {} came after attempt {now} claimed the row; \
+        warn!(guid:% = change.guid; "attempt {attempt}'s result {} came after attempt {now} claimed the row; \
              it booked nothing",
-            change.guid,
             change.code_str()
         );
         return;
@@ -56,9 +54,6 @@ pub fn earlier_attempt_came_back<S: Store + ?Sized>(store: &S, change: &Change, 
         Ok(()) => "recorded in its history".to_string(),
         Err(e) => format!("NOT recorded in its history ({e})"),
     };
-    warn!(
-        "guid={} the core may have booked this GUID twice: {reason}; {note}; check with the \
-         core",
-        change.guid
-    );
+    warn!(guid:% = change.guid; "the core may have booked this GUID twice: {reason}; {note}; check with the \
+         core");
 }

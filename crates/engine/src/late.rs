@@ -73,9 +73,7 @@ impl LateReplies {
                 drop(waiting);
                 metrics().late_dropped.inc();
                 let n = self.counts.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-                warn!(
-                    "guid={} late reply not awaited: {} calls already waiting ({n} dropped so far)",
-                    call.guid(),
+                warn!(guid:% = call.guid(); "late reply not awaited: {} calls already waiting ({n} dropped so far)",
                     self.max
                 );
                 return;
@@ -103,8 +101,7 @@ impl LateReplies {
 
     fn settle(&self, guid: &str, outcome: Option<Outcome>, attempt: i64, msg: &[u8]) {
         let Some(outcome) = outcome else {
-            info!(
-                "guid={guid} no late reply within {} ms",
+            info!(guid:% = guid; "no late reply within {} ms",
                 self.wait.as_millis()
             );
             return;
@@ -115,7 +112,7 @@ impl LateReplies {
             Outcome::Booked(body) => (wire::OK, Some(body)),
             Outcome::Rejected(code) => (*code, None),
             Outcome::NotSent(why) | Outcome::Unknown(why) => {
-                info!("guid={guid} late reply settles nothing: {why}");
+                info!(guid:% = guid; "late reply settles nothing: {why}");
                 return;
             }
         };
@@ -136,13 +133,11 @@ impl LateReplies {
         if made {
             metrics().late_settled.inc();
             self.counts.settled.fetch_add(1, Ordering::Relaxed);
-            info!(
-                "guid={guid} late reply {}: settled DONE (attempt {attempt})",
+            info!(guid:% = guid; "late reply {}: settled DONE (attempt {attempt})",
                 String::from_utf8_lossy(&code)
             );
         } else {
-            info!(
-                "guid={guid} late reply {} came after the row moved on; left to it",
+            info!(guid:% = guid; "late reply {} came after the row moved on; left to it",
                 String::from_utf8_lossy(&code)
             );
         }

@@ -25,6 +25,8 @@ pub struct Handled {
     pub code: Code,
     /// The row's state as this request left it (`None`: nothing written, or not readable).
     pub state: Option<State>,
+    /// For the log: which field broke which rule (an `E900`).
+    pub detail: Option<&'static str>,
 }
 
 impl Handled {
@@ -35,6 +37,7 @@ impl Handled {
             reply: c.response,
             code: c.code,
             state: Some(c.to),
+            detail: None,
         }
     }
 
@@ -44,6 +47,7 @@ impl Handled {
             reply: wire::reply_to(request, &code, None),
             code,
             state,
+            detail: None,
         }
     }
 }
@@ -67,6 +71,7 @@ pub(crate) fn answer_from_row(row: &Row, channel: Option<&str>, msg: &[u8]) -> O
                 reply: stored.clone(),
                 code: stored_code(stored),
                 state: Some(State::Done),
+                detail: None,
             }),
             // A hand-made DONE row: never invent a body.
             None => short(wire::E_UNKNOWN),
@@ -107,9 +112,7 @@ pub fn record_result<S: Store + ?Sized>(
         Ok(true) => (Handled::recorded(change), true),
         Ok(false) => after_miss(store, msg, channel, change),
         Err(e) => {
-            warn!(
-                "guid={} core answered {} but the result cannot be recorded: {e}",
-                change.guid,
+            warn!(guid:% = change.guid; "core answered {} but the result cannot be recorded: {e}",
                 change.code_str()
             );
             let answer = Handled::short(&change.guid, msg, wire::E_UNKNOWN, Some(change.from));
@@ -129,9 +132,7 @@ fn record<S: Store + ?Sized>(
     loop {
         match store.transition(change) {
             Err(e) if Instant::now() + pause < by => {
-                warn!(
-                    "guid={} cannot record {} yet, retrying: {e}",
-                    change.guid,
+                warn!(guid:% = change.guid; "cannot record {} yet, retrying: {e}",
                     change.code_str()
                 );
                 std::thread::sleep(pause);
@@ -171,8 +172,7 @@ fn after_miss<S: Store + ?Sized>(
             ));
             match store.transition(&fix) {
                 Ok(true) => {
-                    warn!(
-                        "guid={guid} attempt {}'s result {} came after the row was moved to \
+                    warn!(guid:% = guid; "attempt {}'s result {} came after the row was moved to \
                          {from}: moved {from} -> {}",
                         row.attempts.unwrap_or_default(),
                         fix.code_str(),
@@ -181,7 +181,7 @@ fn after_miss<S: Store + ?Sized>(
                     return (Handled::recorded(fix), true);
                 }
                 Ok(false) => {}
-                Err(e) => warn!("guid={guid} cannot move {from} -> {}: {e}", fix.to),
+                Err(e) => warn!(guid:% = guid; "cannot move {from} -> {}: {e}", fix.to),
             }
             let ours = State::Unknown;
             return (answer_after_miss(store, msg, channel, &guid, ours), false);
@@ -193,7 +193,7 @@ fn after_miss<S: Store + ?Sized>(
     {
         double_booking::earlier_attempt_came_back(store, &change, row.attempts.unwrap_or(0));
     } else {
-        warn!("guid={guid} was settled by another writer during the call");
+        warn!(guid:% = guid; "was settled by another writer during the call");
     }
     (
         answer_after_miss(store, msg, channel, &guid, change.to),

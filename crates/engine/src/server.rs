@@ -74,6 +74,8 @@ pub struct Config {
     pub tls: Option<ListenerTls>,
     /// Connections one channel identity may hold at once (`None`: no limit of its own).
     pub max_connections_per_channel: Option<usize>,
+    /// `--admin`: where `/metrics` and `/healthz` are served (`None`: not at all).
+    pub admin: Option<String>,
 }
 
 /// A warning at start (and at each reload) when the server certificate expires this soon.
@@ -178,10 +180,17 @@ impl Shared {
     }
 }
 
+fn admin_err(addr: &str, source: io::Error) -> StartError {
+    StartError::Admin {
+        addr: addr.to_string(),
+        source,
+    }
+}
+
 pub struct Relay {
     listener: TcpListener,
     shared: Arc<Shared>,
-    /// The admin port, if `start_admin` was called; stopped when `serve` returns.
+    /// The admin port, if `Config::admin` was given; stopped when `serve` returns.
     admin: Option<Admin>,
     /// An SQLite ledger's one-relay lock, held for the relay's life.
     _lock: Option<LedgerLock>,
@@ -213,9 +222,10 @@ impl ShutdownHandle {
 }
 
 impl Relay {
-    /// Takes an SQLite ledger's one-relay lock, opens the ledger and proves it can write it
-    /// (`Store::health_round_trip`), checks the core URL and binds, so that every
-    /// configuration error shows before the `listening on` line.
+    /// Binds the channel and admin ports, takes an SQLite ledger's one-relay lock, opens the
+    /// ledger and proves it can write it (`Store::health_round_trip`) and checks the core URL,
+    /// so that every configuration error shows before the `listening on` line, and one that
+    /// can be found without the ledger leaves it untouched.
     pub fn start(db: &Db, config: Config) -> Result<Relay, StartError> {
         crate::observers::install();
         let late_sockets = if config.late_reply.is_zero() {
@@ -238,9 +248,23 @@ impl Relay {
                 .connections_refused
                 .with_label_values(&["max_connections_per_channel"]);
         }
+        // Both ports before the ledger: a relay that cannot listen leaves no ledger file behind.
+        let listener = TcpListener::bind(&config.listen).map_err(|source| StartError::Bind {
+            addr: config.listen.clone(),
+            source,
+        })?;
+        widen_backlog(&listener);
+        let admin_listener = config
+            .admin
+            .as_deref()
+            .map(|addr| Admin::bind(addr).map_err(|source| admin_err(addr, source)))
+            .transpose()?;
         // Before the ledger is opened (and perhaps upgraded): one relay per SQLite file.
         let lock = match db {
-            Db::Sqlite(path) => Some(LedgerLock::take(path).map_err(StartError::Lock)?),
+            Db::Sqlite(path) => {
+                ledger::sqlite::check_path(path).map_err(StartError::Ledger)?;
+                Some(LedgerLock::take(path).map_err(StartError::Lock)?)
+            }
             Db::Postgres(_) => None,
         };
         let store = db
@@ -256,14 +280,15 @@ impl Relay {
             &config.core_tls,
         )
         .map_err(StartError::Core)?;
-        let listener = TcpListener::bind(&config.listen).map_err(|source| StartError::Bind {
-            addr: config.listen.clone(),
-            source,
-        })?;
-        widen_backlog(&listener);
+        let admin = match (admin_listener, config.admin.as_deref()) {
+            (Some(listener), Some(addr)) => {
+                Some(Admin::start(listener, Arc::clone(&store)).map_err(|e| admin_err(addr, e))?)
+            }
+            _ => None,
+        };
         Ok(Relay {
             listener,
-            admin: None,
+            admin,
             _lock: lock,
             shared: Arc::new(Shared {
                 late: (!config.late_reply.is_zero()).then(|| {
@@ -293,16 +318,9 @@ impl Relay {
     /// Serves `/metrics` and `/healthz` on `addr` (`--admin`) and starts sampling the
     /// ledger for the metrics; returns the bound address. Apart from the channel port: its
     /// connections count against no channel limit.
-    pub fn start_admin(&mut self, addr: &str) -> Result<SocketAddr, StartError> {
-        let admin_err = |source| StartError::Admin {
-            addr: addr.to_string(),
-            source,
-        };
-        let listener = Admin::bind(addr).map_err(admin_err)?;
-        let admin = Admin::start(listener, Arc::clone(&self.shared.store)).map_err(admin_err)?;
-        let bound = admin.local_addr();
-        self.admin = Some(admin);
-        Ok(bound)
+    /// The admin port's address, if `Config::admin` was given.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(Admin::local_addr)
     }
 
     pub fn shutdown_handle(&self) -> io::Result<ShutdownHandle> {
@@ -574,6 +592,21 @@ fn handshake_refused(shared: &Shared, peer: SocketAddr, refused: &Refused) {
     warn!("TLS handshake from {peer} refused ({reason}): {refused}");
 }
 
+/// One line per request; the fields are key-values, so that `--log-format json` carries them
+/// as keys and the text format prints `guid=… peer=… channel=… code=… state=… ms=…`, and for
+/// an `E900` `detail=…`, the field and the rule it broke.
+fn log_request(handled: &transfer::Handled, peer: &str, channel: Option<&str>, took: Duration) {
+    let guid = handled.guid.as_str();
+    let channel = channel.unwrap_or(ANONYMOUS);
+    let code = String::from_utf8_lossy(&handled.code);
+    let state = handled.state.map_or("-", |s| s.as_str());
+    let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+    match handled.detail {
+        None => info!(guid, peer, channel, code:% = code, state, ms; ""),
+        Some(detail) => info!(guid, peer, channel, code:% = code, state, ms, detail; ""),
+    }
+}
+
 /// Reads frames from `reader` (over `sock`) and answers each in turn, until the channel
 /// closes, a frame is bad or late, or the relay stops.
 fn serve_frames<S: Read + Write>(
@@ -583,6 +616,9 @@ fn serve_frames<S: Read + Write>(
     channel: Option<&str>,
 ) -> Result<(), ConnEnd> {
     let cfg = &shared.config;
+    let peer = sock
+        .peer_addr()
+        .map_or_else(|_| "-".to_string(), |a| a.to_string());
     while let Some(msg) = read_frame(reader, sock, cfg.idle_timeout, cfg.frame_timeout)? {
         let started = Instant::now();
         let handled = transfer::handle(
@@ -593,17 +629,7 @@ fn serve_frames<S: Read + Write>(
             &msg,
         );
         metrics().request(&handled.code, channel);
-        // One line per request; the fields are key-values, so that `--log-format json`
-        // carries them as keys and the text format prints `guid=… channel=… code=… state=…
-        // ms=…`.
-        info!(
-            guid = handled.guid.as_str(),
-            channel = channel.unwrap_or(ANONYMOUS),
-            code = String::from_utf8_lossy(&handled.code).as_ref(),
-            state = handled.state.map_or("-", |s| s.as_str()),
-            ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            ""
-        );
+        log_request(&handled, &peer, channel, started.elapsed());
         let out = reader.get_mut();
         out.write_all(&wire::frame(&handled.reply))
             .and_then(|()| out.flush())

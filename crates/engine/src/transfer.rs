@@ -56,11 +56,12 @@ pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
                 reply: m.reply(),
                 code: wire::E_MALFORMED,
                 state: None,
+                detail: Some(m.rule.describe()),
             };
         }
     };
     let ledger_error = |what: &str, e: &dyn std::fmt::Display| {
-        warn!("guid={} cannot {what} the ledger: {e}", t.guid);
+        warn!(guid:% = t.guid; "cannot {what} the ledger: {e}");
         Handled::short(&t.guid, msg, wire::E_LEDGER, None)
     };
     for round in 0..MAX_ROUNDS {
@@ -116,19 +117,23 @@ pub fn send_and_record<S: Store + ?Sized, C: Core + ?Sized>(
         None => (core.post_transfer(t), None),
     };
     metrics().core_call(outcome.label(), called.elapsed());
-    let (state, code, body) = match &outcome {
-        Outcome::Booked(body) => (State::Done, wire::OK, Some(body)),
-        Outcome::Rejected(code) => (State::Done, *code, None),
+    // A send that failed says why in the log and in the row's history (read timeout, HTTP
+    // 500, reset, refused, ...): the investigator's first question about an UNKNOWN row.
+    let (state, code, body, reason) = match &outcome {
+        Outcome::Booked(body) => (State::Done, wire::OK, Some(body), None),
+        Outcome::Rejected(code) => (State::Done, *code, None, None),
         Outcome::NotSent(why) => {
-            warn!("guid={} not sent to the core: {why}", t.guid);
-            (State::Failed, wire::E_NOT_SENT, None)
+            warn!(guid:% = t.guid, code = "E902"; "not sent to the core: {why}");
+            let reason = format!("not sent to the core: {why}");
+            (State::Failed, wire::E_NOT_SENT, None, Some(reason))
         }
         Outcome::Unknown(why) => {
-            warn!("guid={} outcome unknown: {why}", t.guid);
-            (State::Unknown, wire::E_UNKNOWN, None)
+            warn!(guid:% = t.guid, code = "E901"; "outcome unknown: {why}");
+            let reason = format!("outcome unknown: {why}");
+            (State::Unknown, wire::E_UNKNOWN, None, Some(reason))
         }
     };
-    let change = Change::new(
+    let mut change = Change::new(
         &t.guid,
         State::Sent,
         Some(attempt),
@@ -136,6 +141,7 @@ pub fn send_and_record<S: Store + ?Sized, C: Core + ?Sized>(
         code,
         wire::reply_to(msg, &code, body),
     );
+    change.reason = reason;
     let (handled, _) = record_result(store, msg, channel, change, record_by);
     if let (Some(late), Some(call)) = (late, call)
         && handled.state == Some(State::Unknown)

@@ -175,11 +175,11 @@ fn operator_name(s: &str) -> Result<String, String> {
 
 /// A usage error (exit 2) in clap's words.
 fn usage_error(kind: clap::error::ErrorKind, message: String) -> ! {
-    Args::command().error(kind, message).exit()
+    cli::usage_exit(Args::command().error(kind, message), "inspect")
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = cli::parse::<Args>();
     let Some(db) = args.db.as_deref() else {
         usage_error(
             clap::error::ErrorKind::MissingRequiredArgument,

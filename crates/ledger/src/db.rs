@@ -29,6 +29,12 @@ impl FromStr for Db {
                 .map(|u| Db::Postgres(Box::new(u)))
                 .map_err(LedgerError::PgUrl);
         }
+        if s.is_empty() {
+            return Err(LedgerError::BadPath {
+                path: PathBuf::new(),
+                why: "the path is empty".into(),
+            });
+        }
         Ok(Db::Sqlite(PathBuf::from(s)))
     }
 }

@@ -15,6 +15,8 @@ pub enum LedgerError {
     Missing(PathBuf),
     /// `--db` was not a plain path (an SQLite URI could weaken locking or durability).
     NotAPath(String),
+    /// `--db` cannot name a ledger file: empty, a directory, or in a missing directory.
+    BadPath { path: PathBuf, why: String },
     /// A pragma the durability of claims depends on did not take effect.
     Pragma {
         path: PathBuf,
@@ -81,6 +83,13 @@ impl fmt::Display for LedgerError {
                 "ledger {db:?} is an SQLite URI; give a plain file path (URI options such as \
                  nolock, immutable or vfs could weaken how claims are arbitrated)"
             ),
+            LedgerError::BadPath { path, why } => {
+                write!(
+                    f,
+                    "ledger {:?}: {why} (check --db)",
+                    path.display().to_string()
+                )
+            }
             LedgerError::Sql(e) => write!(f, "ledger statement failed: {e}"),
             LedgerError::Writer(msg) => write!(f, "ledger write failed: {msg}"),
             LedgerError::PoolExhausted => f.write_str("no ledger connection became free in time"),

@@ -30,7 +30,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = cli::parse::<Args>();
     cli::main("migrate", || run(args))
 }
 

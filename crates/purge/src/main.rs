@@ -39,15 +39,14 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = cli::parse::<Args>();
     if args.days == 0 && !args.force {
-        Args::command()
-            .error(
-                ErrorKind::ValueValidation,
-                "--days 0 deletes every DONE row, and a channel resending one of those GUIDs \
-                 would be booked again; give --days 1 or more (or --force)",
-            )
-            .exit();
+        let e = Args::command().error(
+            ErrorKind::ValueValidation,
+            "--days 0 deletes every DONE row, and a channel resending one of those GUIDs \
+             would be booked again; give --days 1 or more (or --force)",
+        );
+        cli::usage_exit(e, "purge");
     }
     BatchOutput::main("purge", args, |a| &a.output, run)
 }

@@ -145,7 +145,7 @@ impl Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse().check();
+    let args = cli::parse::<Args>().check();
     cli::main_logged("relay", args.log.log_format, || run(args))
 }
 
@@ -187,12 +187,10 @@ fn run(args: Args) -> anyhow::Result<u8> {
         max_connections_per_channel: args
             .max_connections_per_channel
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        admin: args.admin,
     };
     let db = cli::db_arg::<Args>(&args.ledger.db);
-    let mut relay = Relay::start(&db, config).context("cannot start")?;
-    if let Some(admin) = &args.admin {
-        relay.start_admin(admin).context("cannot start")?;
-    }
+    let relay = Relay::start(&db, config).context("cannot start")?;
     let addr = relay
         .local_addr()
         .context("cannot read the bound address")?;

@@ -40,7 +40,7 @@ cli::core_batch_flags! {
 }
 
 fn main() -> ExitCode {
-    BatchOutput::main("reprocess", Args::parse(), |a| &a.batch.output, run)
+    BatchOutput::main("reprocess", cli::parse::<Args>(), |a| &a.batch.output, run)
 }
 
 fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {

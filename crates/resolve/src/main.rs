@@ -64,7 +64,7 @@ cli::core_batch_flags! {
 }
 
 fn main() -> ExitCode {
-    BatchOutput::main("resolve", Args::parse(), |a| &a.batch.output, run)
+    BatchOutput::main("resolve", cli::parse::<Args>(), |a| &a.batch.output, run)
 }
 
 fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {

@@ -15,6 +15,11 @@ pub const BOOKING_BODY_LEN: usize = 45;
 pub const GUID_LEN: usize = 36;
 pub const TX_TRNF: &str = "TRNF";
 pub const MAX_AMOUNT: u64 = 9_999_999_999_999;
+/// The longest message `read_frame` waits for. A request is 126 bytes; a prefix above this
+/// is no request of any kind, and the connection is closed at once instead of being held
+/// open for up to 9999 bytes that would only earn an `E900` (a channel that wrote a short
+/// body would otherwise hold its connection until the frame timeout).
+pub const MAX_FRAME: usize = 1024;
 
 const KIND: usize = 0;
 const TX_CODE: std::ops::Range<usize> = 1..5;
@@ -58,8 +63,9 @@ pub fn frame(msg: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Reads one frame from `r` and returns its message. A prefix that is not four digits is
-/// `InvalidData`; a stream that ends inside the frame is `UnexpectedEof`.
+/// Reads one frame from `r` and returns its message. A prefix that is not four digits, or
+/// that announces more than [`MAX_FRAME`] bytes, is `InvalidData` (read no further); a
+/// stream that ends inside the frame is `UnexpectedEof`.
 pub fn read_frame(r: &mut impl Read) -> io::Result<Vec<u8>> {
     let mut prefix = [0u8; PREFIX_LEN];
     r.read_exact(&mut prefix)?;
@@ -72,6 +78,12 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<Vec<u8>> {
             ),
         )
     })?;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("length prefix {len:04} is over {MAX_FRAME} bytes: no request is that long"),
+        ));
+    }
     let mut msg = vec![0u8; len];
     r.read_exact(&mut msg)?;
     Ok(msg)
@@ -110,9 +122,28 @@ pub struct Malformed {
     guid: [u8; GUID_LEN],
 }
 
+impl Rule {
+    /// The field that broke, and the rule it broke (contract §2), for logs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Rule::Length => "length: a TRNF request is exactly 126 bytes",
+            Rule::Kind => "kind (offset 0): must be Q",
+            Rule::TxCode => "tx_code (offset 1): must be TRNF",
+            Rule::Guid => {
+                "guid (offset 5): 1-36 characters of [0-9A-Za-z._-], space-padded, not all dots"
+            }
+            Rule::RspCode => "rsp_code (offset 41): must be 4 spaces",
+            Rule::FromAccount => "from_account (offset 45): must be 14 ASCII digits",
+            Rule::ToAccount => "to_account (offset 59): must be 14 ASCII digits",
+            Rule::Amount => "amount (offset 73): must be 13 ASCII digits, at least 1",
+            Rule::Memo => "memo (offset 86): must be UTF-8",
+        }
+    }
+}
+
 impl fmt::Display for Malformed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "malformed request: bad {:?}", self.rule)
+        write!(f, "malformed request: {}", self.rule.describe())
     }
 }
 

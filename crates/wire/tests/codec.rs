@@ -84,6 +84,11 @@ fn read_frame_takes_exactly_one_frame() {
     assert_eq!(err(b""), io::ErrorKind::UnexpectedEof);
     assert_eq!(err(b"0005ab"), io::ErrorKind::UnexpectedEof);
     assert_eq!(err(b"12x4abcd"), io::ErrorKind::InvalidData);
+    // A prefix over MAX_FRAME is refused before its body is waited for.
+    assert_eq!(err(b"9999ab"), io::ErrorKind::InvalidData);
+    assert_eq!(err(b"1025ab"), io::ErrorKind::InvalidData);
+    let full = [b"1024".to_vec(), vec![b'x'; 1024]].concat();
+    assert_eq!(read_frame(&mut &full[..]).unwrap().len(), wire::MAX_FRAME);
 }
 
 #[test]

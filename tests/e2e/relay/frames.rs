@@ -94,6 +94,26 @@ fn a_bad_length_prefix_closes_only_its_own_connection() {
 }
 
 #[test]
+fn a_prefix_no_request_can_meet_closes_at_once_not_at_the_frame_timeout() {
+    skip_if_unavailable!();
+    let s = Scene::new()
+        .core(&[])
+        .relay(&["--frame-timeout-ms", "60000"])
+        .build();
+    let mut huge = Channel::connect(s.addr());
+    huge.send_raw(b"9999QTRNF");
+    let t = Instant::now();
+    assert!(huge.closed_within(Duration::from_secs(10)));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    // Up to wire::MAX_FRAME bytes, a complete frame of the wrong length is still an E900.
+    let mut long = Channel::connect(s.addr());
+    let mut m = msg("G-LONG", 5, "");
+    m.resize(wire::MAX_FRAME, b' ');
+    assert_eq!(long.call(&m), short(&msg("G-LONG", 5, ""), &E_MALFORMED));
+    assert_eq!(s.db.count(), 0);
+}
+
+#[test]
 fn a_client_stalled_mid_frame_blocks_nobody_and_is_closed() {
     skip_if_unavailable!();
     let s = Scene::new()

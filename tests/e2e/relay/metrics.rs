@@ -220,14 +220,16 @@ fn json_logs_carry_the_request_line_fields_as_keys() {
 
     assert_eq!(v["channel"], "-", "{v}");
 
-    // The text format's line: `guid=… channel=… code=… state=… ms=…` (`-`: anonymous).
+    // The text format's line: `guid=… peer=… channel=… code=… state=… ms=…` (`-`: anonymous).
     // One relay per SQLite ledger: the first goes first.
     drop(relay);
     let mut cmd = relay_command(&s.db, &s.core().url(), &[]);
     cmd.env("RUST_LOG", "info");
     let text = Server::start(cmd);
     assert_code(&call(&text.addr, &msg("G-TEXT", 5, "")), "0000");
-    assert!(eventually(WAIT, || text.stderr().lines().any(
-        |l| l.contains("] guid=G-TEXT channel=- code=0000 state=DONE ms=")
-    )));
+    assert!(eventually(WAIT, || text
+        .stderr()
+        .lines()
+        .any(|l| l.contains("] guid=G-TEXT peer=127.0.0.1:")
+            && l.contains(" channel=- code=0000 state=DONE ms="))));
 }

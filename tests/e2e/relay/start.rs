@@ -161,3 +161,26 @@ fn a_second_relay_on_one_sqlite_ledger_is_refused() {
     assert_eq!(code(&call(&second.addr, &m)), "0000");
     assert_eq!(core.bookings("G-TWO-RELAYS"), 1);
 }
+
+#[test]
+fn a_relay_that_cannot_listen_leaves_the_ledger_untouched() {
+    skip_if_unavailable!();
+    let db = temp_ledger();
+    let core = dead_url();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let busy = taken.local_addr().expect("addr").to_string();
+    for extra in [
+        vec!["--listen", busy.as_str()],
+        vec!["--listen", "127.0.0.1:0", "--admin", busy.as_str()],
+    ] {
+        let args = [&["--db", db.arg(), "--core", &core][..], &extra].concat();
+        let r = tool("relay", &args);
+        one_line_refusal(&r, &["cannot listen on", &busy]);
+    }
+    if db.backend() == Backend::Sqlite {
+        let files: Vec<_> = std::fs::read_dir(db.dir()).expect("read dir").collect();
+        assert!(files.is_empty(), "no ledger, lock or WAL file: {files:?}");
+    } else {
+        assert!(!db.created(), "no schema applied");
+    }
+}

@@ -122,7 +122,10 @@ fn tls_without_client_certificates_books_with_the_bytes_of_plain_tcp() {
     assert_code(&reply, "0000");
     assert_done_with(&s.db, &s.core, &m, &reply);
     assert_eq!(chan.call(&m).expect("a reply"), reply, "the stored reply");
-    assert!(logged(&s.relay, &["guid=G-TLS-CH-1 channel=- code=0000"]));
+    assert!(logged(
+        &s.relay,
+        &["guid=G-TLS-CH-1 peer=127.0.0.1:", " channel=- code=0000"]
+    ));
     let text = scrape(&s.admin);
     assert_eq!(
         sample(&text, "txrelay_channel_requests_total{channel=\"-\"}"),
@@ -153,7 +156,10 @@ fn mutual_tls_names_the_channel_in_the_log_and_the_metrics() {
     assert_done_with(&s.db, &s.core, &m, &reply);
     assert!(logged(
         &s.relay,
-        &["guid=G-MTLS-1 channel=branch-7 code=0000"]
+        &[
+            "guid=G-MTLS-1 peer=127.0.0.1:",
+            " channel=branch-7 code=0000"
+        ]
     ));
     let text = scrape(&s.admin);
     assert_eq!(

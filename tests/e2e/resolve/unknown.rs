@@ -325,7 +325,7 @@ fn resolve_believes_only_a_booking_of_our_guid_and_our_amount() {
         r.stdout()
     );
     assert!(
-        r.stderr().contains("guid=G-RA-AMOUNT left UNKNOWN")
+        line_about(r.stderr(), "G-RA-AMOUNT", "left UNKNOWN")
             && r.stderr().contains("the booking is for amount 1")
             && r.stderr().contains("ours is 99900"),
         "{}",

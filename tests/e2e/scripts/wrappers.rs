@@ -86,9 +86,12 @@ pub fn start_relay_sh(env: &[(&str, &str)]) -> Server {
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ`
 pub fn is_timestamp(s: &str) -> bool {
-    const PATTERN: &[u8] = b"dddd-dd-ddTdd:dd:dd.dddZ";
-    s.len() == PATTERN.len()
-        && s.bytes().zip(PATTERN).all(|(c, &p)| match p {
+    matches_pattern(s, b"dddd-dd-ddTdd:dd:dd.dddZ")
+}
+
+fn matches_pattern(s: &str, pattern: &[u8]) -> bool {
+    s.len() == pattern.len()
+        && s.bytes().zip(pattern).all(|(c, &p)| match p {
             b'd' => c.is_ascii_digit(),
             p => c == p,
         })
@@ -98,7 +101,15 @@ fn stamped(line: &str) -> bool {
     line.split_once(' ').is_some_and(|(ts, _)| is_timestamp(ts))
 }
 
-/// Every stderr line starts with an ISO-8601 UTC timestamp and a space.
+/// The timestamps in `line`, with or without milliseconds (a tool's own log header included).
+fn timestamps_in(line: &str) -> usize {
+    line.split([' ', '[', ']'])
+        .filter(|w| is_timestamp(w) || matches_pattern(w, b"dddd-dd-ddTdd:dd:ddZ"))
+        .count()
+}
+
+/// Every stderr line starts with an ISO-8601 UTC timestamp and a space, and holds no other
+/// (a tool's own log line keeps its timestamp, moved to the front, and gets none added).
 pub fn assert_stamped(run: &Run) {
     let err = run.stderr();
     assert!(!err.is_empty(), "{:?}: no stderr at all", run.argv);
@@ -106,6 +117,12 @@ pub fn assert_stamped(run: &Run) {
         assert!(
             stamped(line),
             "{:?}: stderr line without timestamp: {line:?}\nstderr:\n{err}",
+            run.argv
+        );
+        assert_eq!(
+            timestamps_in(line),
+            1,
+            "{:?}: one timestamp a line: {line:?}",
             run.argv
         );
     }

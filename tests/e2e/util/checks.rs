@@ -134,3 +134,29 @@ pub fn assert_backup_refused_postgres(r: &Run) {
         "{err}"
     );
 }
+
+/// Whether a log line of `text` is about `guid` (its `guid=` field) and says `what`.
+pub fn line_about(text: &str, guid: &str, what: &str) -> bool {
+    let field = format!("guid={guid}");
+    text.lines()
+        .any(|l| l.contains(what) && l.split([' ', ']']).any(|w| w == field))
+}
+
+/// A failed run's stdout: with `--json`, one JSON object `{"error","exit","exit_code","tool"}`
+/// naming `exit`; without, nothing.
+pub fn assert_stdout_for_failure(r: &Run, json: bool, exit: u8) {
+    if !json {
+        assert_eq!(r.stdout(), "", "{:?}: nothing on stdout", r.argv);
+        return;
+    }
+    assert_eq!(
+        r.stdout().lines().count(),
+        1,
+        "{:?}: {}",
+        r.argv,
+        r.stdout()
+    );
+    let v: serde_json::Value = serde_json::from_str(r.stdout()).expect("one JSON object");
+    assert_eq!(v["exit"], exit, "{v}");
+    assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+}

@@ -104,18 +104,32 @@ impl LateLog {
     }
 }
 
-/// The late-reply event a log line tells of, text or JSON (the message is the same).
+/// The late-reply event a log line tells of, text or JSON (the message is the same; the
+/// GUID is the line's `guid` field: ` guid=G` in text, `"guid":"G"` in JSON).
 pub fn parse_line(line: &str) -> Option<Event> {
-    line.match_indices("guid=")
-        .find_map(|(i, _)| parse_message(&line[i + "guid=".len()..]))
+    let guid = guid_field(line)?;
+    let at = ["no late reply within ", "late reply "]
+        .iter()
+        .filter_map(|p| line.find(p))
+        .min()?;
+    parse_message(guid, &line[at..])
 }
 
-/// `G late reply …` (what follows `guid=`).
-fn parse_message(s: &str) -> Option<Event> {
-    let (guid, rest) = s.split_once(' ')?;
-    if guid.is_empty() {
-        return None;
+/// The value of the line's `guid` field.
+fn guid_field(line: &str) -> Option<&str> {
+    if let Some(i) = line.find("\"guid\":\"") {
+        let rest = &line[i + "\"guid\":\"".len()..];
+        return rest.split('"').next().filter(|g| !g.is_empty());
     }
+    let i = line.rfind(" guid=")?;
+    line[i + " guid=".len()..]
+        .split(' ')
+        .next()
+        .filter(|g| !g.is_empty())
+}
+
+/// `late reply …` or `no late reply within …`, the message of a line about `guid`.
+fn parse_message(guid: &str, rest: &str) -> Option<Event> {
     let guid = guid.to_string();
     if rest.starts_with("no late reply within ") {
         return Some(Event::NoReply { guid });
@@ -151,15 +165,15 @@ mod tests {
     const LOG: &str = "\
 === chaos: starting relay on 127.0.0.1:0 at t=0.002s
 [2026-12-02T21:11:52Z INFO  relay] listening on 127.0.0.1:42463
-[2026-12-02T21:11:52Z INFO  engine::late] guid=c017-000000p late reply 0000: settled DONE (attempt 1)
+[2026-12-02T21:11:52Z INFO  engine::late] late reply 0000: settled DONE (attempt 1) guid=c017-000000p
 [2026-12-02T21:11:52Z INFO  engine::server] guid=c017-000000p code=E901 state=UNKNOWN ms=301
-[2026-12-02T21:11:53Z INFO  engine::late] guid=c021-000001c_.k late reply B001: settled DONE (attempt 2)
-[2026-12-02T21:11:53Z INFO  engine::late] guid=c004-0000 late reply 0000 came after the row moved on; left to it
-[2026-12-02T21:11:53Z INFO  engine::late] guid=c004-0001 late reply settles nothing: core answered HTTP 500
-[2026-12-02T21:11:53Z WARN  engine::late] guid=c004-0002 late reply not awaited: 256 calls already waiting (1 dropped so far)
-[2026-12-02T21:11:54Z INFO  engine::late] guid=c004-0003 no late reply within 2000 ms
+[2026-12-02T21:11:53Z INFO  engine::late] late reply B001: settled DONE (attempt 2) guid=c021-000001c_.k
+[2026-12-02T21:11:53Z INFO  engine::late] late reply 0000 came after the row moved on; left to it guid=c004-0000
+[2026-12-02T21:11:53Z INFO  engine::late] late reply settles nothing: core answered HTTP 500 guid=c004-0001
+[2026-12-02T21:11:53Z WARN  engine::late] late reply not awaited: 256 calls already waiting (1 dropped so far) guid=c004-0002
+[2026-12-02T21:11:54Z INFO  engine::late] no late reply within 2000 ms guid=c004-0003
 === chaos: starting relay on 127.0.0.1:42463 at t=2.781s
-[2026-12-02T21:11:55Z INFO  engine::late] guid=c009-0007 late reply 0000: settled DONE (attempt 1)
+[2026-12-02T21:11:55Z INFO  engine::late] late reply 0000: settled DONE (attempt 1) guid=c009-0007
 [2026-12-02T21:11:55Z INFO  engine::late] waiting for 2 late repl(ies)
 ";
 
@@ -199,7 +213,7 @@ mod tests {
 
     #[test]
     fn reads_json_lines_and_ignores_the_rest() {
-        let json = r#"{"timestamp":"2026-12-02T21:11:52.123Z","level":"INFO","target":"engine::late","message":"guid=c001-0001 late reply 0000: settled DONE (attempt 3)"}"#;
+        let json = r#"{"timestamp":"2026-12-02T21:11:52.123Z","level":"INFO","target":"engine::late","message":"late reply 0000: settled DONE (attempt 3)","guid":"c001-0001"}"#;
         assert_eq!(
             parse_line(json),
             Some(Event::Settled(Settled {
@@ -210,7 +224,7 @@ mod tests {
         );
         assert_eq!(
             parse_line(
-                "[t INFO  engine::late] guid=g late reply 0000 came after the row moved on; left to it"
+                "[t INFO  engine::late] late reply 0000 came after the row moved on; left to it guid=g"
             ),
             Some(Event::MovedOn {
                 guid: "g".into(),
@@ -221,7 +235,7 @@ mod tests {
             "[t INFO  engine::server] guid=c1 code=0000 state=DONE ms=3",
             "[t INFO  engine::late] waiting for 3 late repl(ies)",
             "[t WARN  engine::late] cannot start a late-reply thread: oops",
-            "[t INFO  engine::late] guid=c1 late reply 0000: settled DONE (attempt x)",
+            "[t INFO  engine::late] late reply 0000: settled DONE (attempt x) guid=c1",
             "",
         ] {
             assert_eq!(parse_line(other), None, "{other}");

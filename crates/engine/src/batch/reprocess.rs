@@ -193,7 +193,7 @@ fn resend(
     let (t, req) = match stored_transfer(row) {
         Ok(x) => x,
         Err(why) => {
-            warn!("guid={} skipped: {why}", row.guid);
+            warn!(guid:% = row.guid; "skipped: {why}");
             return Resent::Skipped;
         }
     };
@@ -204,25 +204,19 @@ fn resend(
     let attempt = match ledger.reclaim_for_resend(&row.guid, max_attempts) {
         Ok(Some(attempt)) => attempt,
         Ok(None) => {
-            info!(
-                "guid={} was claimed by another writer; left to it",
-                row.guid
-            );
+            info!(guid:% = row.guid; "was claimed by another writer; left to it");
             return Resent::Raced;
         }
         Err(e) => {
-            warn!("guid={} skipped: cannot claim: {e}", row.guid);
+            warn!(guid:% = row.guid; "skipped: cannot claim: {e}");
             return Resent::Skipped;
         }
     };
     let handled = send_and_record(ledger, core, None, row.channel.as_deref(), &t, req, attempt);
     let code = String::from_utf8_lossy(&handled.code);
-    info!("guid={} resent: {code}", row.guid);
+    info!(guid:% = row.guid; "resent: {code}");
     if handled.state == Some(State::Failed) && !core_down.swap(true, Ordering::SeqCst) {
-        warn!(
-            "guid={} found the core unreachable: no more rows are sent in this run",
-            row.guid
-        );
+        warn!(guid:% = row.guid; "found the core unreachable: no more rows are sent in this run");
     }
     Resent::Sent(handled.state)
 }

@@ -209,9 +209,7 @@ pub fn resolve(
         .map(NeedsOperator::from)
         .collect();
     for n in &sum.needs_operator {
-        warn!(
-            "guid={} needs an operator: {} inquiries failed, the last: {}",
-            n.guid,
+        warn!(guid:% = n.guid; "needs an operator: {} inquiries failed, the last: {}",
             n.failures,
             n.last_error.as_deref().unwrap_or("-")
         );
@@ -237,7 +235,7 @@ fn settle(ledger: &dyn Store, core: &CoreClient, settings: &ResolveSettings, row
     let (t, req) = match stored_transfer(row) {
         Ok(x) => x,
         Err(why) => {
-            warn!("guid={} skipped: {why}", row.guid);
+            warn!(guid:% = row.guid; "skipped: {why}");
             return Settled::Skipped;
         }
     };
@@ -253,10 +251,7 @@ fn settle(ledger: &dyn Store, core: &CoreClient, settings: &ResolveSettings, row
             (State::Failed, wire::E_NOT_SENT, None, Settled::Failed, why)
         }
         Inquiry::Error(why) if from == State::Sent => {
-            warn!(
-                "guid={} inquiry failed, SENT moves to UNKNOWN: {why}",
-                row.guid
-            );
+            warn!(guid:% = row.guid; "inquiry failed, SENT moves to UNKNOWN: {why}");
             let change = change(row, State::Unknown, wire::E_UNKNOWN, req, None)
                 .because(format!("stale SENT, inquiry failed: {why}"));
             let settled = record(ledger, row, &change, Settled::SentToUnknown);
@@ -266,7 +261,7 @@ fn settle(ledger: &dyn Store, core: &CoreClient, settings: &ResolveSettings, row
             return settled;
         }
         Inquiry::Error(why) => {
-            warn!("guid={} left UNKNOWN: {why}", row.guid);
+            warn!(guid:% = row.guid; "left UNKNOWN: {why}");
             count_failure(ledger, settings, &row.guid, &why);
             return Settled::Left;
         }
@@ -296,9 +291,7 @@ fn change(
 fn record(ledger: &dyn Store, row: &Row, change: &Change, settled: Settled) -> Settled {
     match ledger.transition(change) {
         Ok(true) => {
-            info!(
-                "guid={} {} -> {} ({})",
-                row.guid,
+            info!(guid:% = row.guid; "{} -> {} ({})",
                 change.from,
                 change.to,
                 change.code_str()
@@ -306,16 +299,11 @@ fn record(ledger: &dyn Store, row: &Row, change: &Change, settled: Settled) -> S
             settled
         }
         Ok(false) => {
-            info!(
-                "guid={} was changed by another writer; left to it",
-                row.guid
-            );
+            info!(guid:% = row.guid; "was changed by another writer; left to it");
             Settled::Raced
         }
         Err(e) => {
-            warn!(
-                "guid={} skipped: cannot record {}: {e}",
-                row.guid, change.to
+            warn!(guid:% = row.guid; "skipped: cannot record {}: {e}", change.to
             );
             Settled::Skipped
         }
@@ -325,22 +313,22 @@ fn record(ledger: &dyn Store, row: &Row, change: &Change, settled: Settled) -> S
 /// The core answered: the GUID's failed inquiries are history.
 fn forget_failures(ledger: &dyn Store, guid: &str) {
     if let Err(e) = ledger.clear_inquiry(guid) {
-        warn!("guid={guid} cannot clear its failed inquiries: {e}");
+        warn!(guid:% = guid; "cannot clear its failed inquiries: {e}");
     }
 }
 
 /// One more failed inquiry about `guid`, and when the next is due.
 fn count_failure(ledger: &dyn Store, settings: &ResolveSettings, guid: &str, why: &str) {
     match ledger.record_inquiry_failure(guid, why, settings.min_age_secs) {
-        Ok(r) if r.failures >= i64::from(settings.max_inquiries) => warn!(
-            "guid={guid} {} inquiries failed (--max-inquiries {}): no more inquiries; left to \
-             an operator",
-            r.failures, settings.max_inquiries
-        ),
-        Ok(r) => info!(
-            "guid={guid} inquiry failure {} of {}; next inquiry not before {} UTC",
+        Ok(r) if r.failures >= i64::from(settings.max_inquiries) => {
+            warn!(guid:% = guid; "{} inquiries failed (--max-inquiries {}): no more inquiries; left to \
+                 an operator",
+                r.failures, settings.max_inquiries
+            )
+        }
+        Ok(r) => info!(guid:% = guid; "inquiry failure {} of {}; next inquiry not before {} UTC",
             r.failures, settings.max_inquiries, r.next_at
         ),
-        Err(e) => warn!("guid={guid} cannot count the failed inquiry: {e}"),
+        Err(e) => warn!(guid:% = guid; "cannot count the failed inquiry: {e}"),
     }
 }

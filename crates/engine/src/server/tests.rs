@@ -18,6 +18,7 @@ fn relay(max_per_peer: usize) -> (tempfile::TempDir, Relay) {
         max_late_replies: 0,
         tls: None,
         max_connections_per_channel: None,
+        admin: None,
     };
     let db = Db::Sqlite(dir.path().join("l.db"));
     let relay = Relay::start(&db, config).unwrap();

@@ -56,7 +56,7 @@ pub struct Ledger {
 impl Ledger {
     /// Opens a ledger that must already exist: for the tools that work on the relay's ledger.
     pub fn open_existing(path: &Path) -> Result<Ledger> {
-        if !plain_path(path)?.exists() {
+        if !check_path(path)?.exists() {
             return Err(LedgerError::Missing(path.to_path_buf()));
         }
         Ledger::open(path)
@@ -64,7 +64,7 @@ impl Ledger {
 
     /// Opens an existing ledger read-only, as it is: no pragma, no schema change (`inspect`).
     pub fn open_read_only(path: &Path) -> Result<Ledger> {
-        if !plain_path(path)?.exists() {
+        if !check_path(path)?.exists() {
             return Err(LedgerError::Missing(path.to_path_buf()));
         }
         let conn = Connection::open_with_flags(
@@ -95,7 +95,7 @@ impl Ledger {
             path: path.to_path_buf(),
             source,
         };
-        create_private(plain_path(path)?);
+        create_private(check_path(path)?);
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -240,6 +240,33 @@ impl Ledger {
 fn plain_path(path: &Path) -> Result<&Path> {
     if path.to_string_lossy().starts_with("file:") {
         return Err(LedgerError::NotAPath(path.display().to_string()));
+    }
+    Ok(path)
+}
+
+/// `path`, refused if it cannot name a ledger file: empty, an SQLite URI ([`plain_path`]),
+/// a directory, or in a directory that does not exist (SQLite would say only "unable to open
+/// database file", and the relay's lock file would fail first, naming another file).
+pub fn check_path(path: &Path) -> Result<&Path> {
+    let bad = |why: String| {
+        Err(LedgerError::BadPath {
+            path: path.to_path_buf(),
+            why,
+        })
+    };
+    if path.as_os_str().is_empty() {
+        return bad("the path is empty".into());
+    }
+    plain_path(path)?;
+    if path.is_dir() {
+        return bad("it is a directory, not a ledger file".into());
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return bad(format!("its directory {} does not exist", dir.display()));
     }
     Ok(path)
 }
