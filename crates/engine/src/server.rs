@@ -291,15 +291,20 @@ impl Relay {
     }
 
     /// Serves `/metrics` and `/healthz` on `addr` (`--admin`) and starts sampling the
-    /// ledger for the metrics; returns the bound address. Apart from the channel port: its
-    /// connections count against no channel limit.
-    pub fn start_admin(&mut self, addr: &str) -> Result<SocketAddr, StartError> {
+    /// ledger for the metrics, counting against `limits`; returns the bound address. Apart
+    /// from the channel port: its connections count against no channel limit.
+    pub fn start_admin(
+        &mut self,
+        addr: &str,
+        limits: crate::metrics::Thresholds,
+    ) -> Result<SocketAddr, StartError> {
         let admin_err = |source| StartError::Admin {
             addr: addr.to_string(),
             source,
         };
         let listener = Admin::bind(addr).map_err(admin_err)?;
-        let admin = Admin::start(listener, Arc::clone(&self.shared.store)).map_err(admin_err)?;
+        let admin =
+            Admin::start(listener, Arc::clone(&self.shared.store), limits).map_err(admin_err)?;
         let bound = admin.local_addr();
         self.admin = Some(admin);
         Ok(bound)
