@@ -9,8 +9,8 @@
 //! The ledger is SQLite here. `tests/e2e_pg` compiles the modules that mean something on
 //! any ledger (`util`, `batch_usage`, `inspect`, `lifecycle`, `purge`, `relay`, `reprocess`,
 //! `resolve`) once more with the ledger on PostgreSQL, where their tests that only mean
-//! something on SQLite are ignored (`sqlite_only!`); `alerts`, `scripts`, `backup`, `bench_smoke`
-//! and `chaos_smoke` are SQLite's alone.
+//! something on SQLite are ignored (`sqlite_only!`); `alerts`, `scripts`, `backup`,
+//! `bench_smoke` and `chaos_smoke` are SQLite's alone.
 
 /// `sqlite_only! { "why", fn name() { … } }`: a test that means something only on SQLite
 /// (its locks, its files, its descriptor budget). Here: a plain test.
