@@ -353,3 +353,18 @@ fn build_info_names_the_version_and_the_commit_and_process_metrics_are_served() 
     assert!(samples(&text).contains_key("process_cpu_seconds_total"));
     promtool_check("a scrape with build and process metrics", &text);
 }
+
+#[test]
+fn a_threshold_of_zero_is_a_usage_error_naming_the_flag() {
+    skip_if_unavailable!();
+    let db = TempLedger::new();
+    for flag in ["--max-inquiries", "--max-attempts"] {
+        let run = Run::new(
+            "relay",
+            &["--db", db.arg(), "--listen", "127.0.0.1:0", flag, "0"],
+        );
+        run.expect_code(EXIT_USAGE);
+        assert!(run.stderr().contains(flag), "{flag}: {}", run.stderr());
+        assert_eq!(run.stdout(), "", "no `listening on` line");
+    }
+}
