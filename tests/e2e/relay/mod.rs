@@ -5,7 +5,7 @@
 //! (`build_info`); TLS to the core (`tls`) and on the channel listener (`tls_channel`).
 
 mod admin_port;
-mod build_info;
+pub(crate) mod build_info;
 mod frames;
 mod late_replies;
 mod late_results;
