@@ -53,6 +53,12 @@ fn each_batch_tool_writes_its_counts_for_the_textfile_collector() {
         "txrelay_batch_last_run_timestamp_seconds{tool=\"resolve\"}",
     );
     assert!(ended > 1.7e9, "{ended}");
+    let build = format!(
+        "txrelay_batch_build_info{{commit=\"{}\",tool=\"resolve\",version=\"{}\"}}",
+        crate::relay::build_info::expected_commit(),
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(sample(&text, &build), 1.0, "{text}");
     promtool_check("resolve --metrics-file", &text);
     assert!(!dir.path().join("resolve.prom.tmp").exists());
 

@@ -23,7 +23,7 @@ cli::db_flag! {
 /// (integrity_check, rows counted), synced, then renamed onto --to. Never `cp` the ledger: its
 /// newest claims are in the -wal file.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version = cli::VERSION, about)]
 struct Args {
     #[command(flatten)]
     ledger: DbFlag,

@@ -29,6 +29,11 @@ pub use parse::{parse, parse_from, try_parse_from};
 #[cfg(feature = "tools")]
 pub use report::{DryRun, Listed, Report, print_report};
 
+#[cfg(feature = "tools")]
+/// What every tool's `--version` prints after its name: the version and the commit it was
+/// built from (`0.1.0 (commit 1a2b3c4)`; `engine`'s build script finds the commit).
+pub const VERSION: &str = engine::metrics::VERSION;
+
 /// Exit codes of the tools.
 pub const EXIT_SETTLED: u8 = 0;
 pub const EXIT_FATAL: u8 = 1;

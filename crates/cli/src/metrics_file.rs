@@ -10,7 +10,8 @@
 //! - `txrelay_batch_rows{tool,outcome}`: the summary's counts (`examined`, `done`, …);
 //! - `txrelay_batch_exit_code{tool}`: the run's exit code (0 settled, 1 fatal, 3 rows left);
 //! - `txrelay_batch_last_run_timestamp_seconds{tool}`: when the run ended, Unix time;
-//! - `txrelay_batch_duration_seconds{tool}`: how long it took.
+//! - `txrelay_batch_duration_seconds{tool}`: how long it took;
+//! - `txrelay_batch_build_info{tool,version,commit}`: 1, naming what ran (as `--version`).
 
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -60,6 +61,11 @@ pub fn render(tool: &str, counts: &RunCounts, exit_code: u8, took: Duration) -> 
         "How long the batch tool's last run took.",
         &["tool"],
     );
+    let build = gauge(
+        "txrelay_batch_build_info",
+        "1, labelled with the version and the commit of the batch tool's last run.",
+        &["tool", "version", "commit"],
+    );
     for (outcome, n) in &counts.rows {
         rows.with_label_values(&[tool, outcome]).set(*n as f64);
     }
@@ -69,6 +75,9 @@ pub fn render(tool: &str, counts: &RunCounts, exit_code: u8, took: Duration) -> 
         .unwrap_or_default();
     ended.with_label_values(&[tool]).set(now.as_secs_f64());
     duration.with_label_values(&[tool]).set(took.as_secs_f64());
+    build
+        .with_label_values(&[tool, env!("CARGO_PKG_VERSION"), engine::metrics::COMMIT])
+        .set(1.0);
     let mut out = String::new();
     TextEncoder::new()
         .encode_utf8(&r.gather(), &mut out)
@@ -128,6 +137,12 @@ mod tests {
             text.contains("txrelay_batch_duration_seconds{tool=\"resolve\"} 1.5"),
             "{text}"
         );
+        let build = format!(
+            "txrelay_batch_build_info{{commit=\"{}\",tool=\"resolve\",version=\"{}\"}} 1\n",
+            engine::metrics::COMMIT,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&build), "{build}\n{text}");
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
             1,

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
-use crate::metrics::{self, CONTENT_TYPE, SAMPLE_INTERVAL, Sampler};
+use crate::metrics::{self, CONTENT_TYPE, SAMPLE_INTERVAL, Sampler, Thresholds};
 use ledger::store::Store;
 
 /// Admin requests served at once; more connections are closed at once. Enough that a few
@@ -47,10 +47,15 @@ impl Admin {
         TcpListener::bind(addr)
     }
 
-    /// Serves `listener` and starts sampling `store` for the metrics.
-    pub fn start(listener: TcpListener, store: Arc<dyn Store>) -> io::Result<Admin> {
+    /// Serves `listener` and starts sampling `store` for the metrics, counting against
+    /// `limits`.
+    pub fn start(
+        listener: TcpListener,
+        store: Arc<dyn Store>,
+        limits: Thresholds,
+    ) -> io::Result<Admin> {
         let addr = listener.local_addr()?;
-        let sampler = Sampler::start(Arc::clone(&store), SAMPLE_INTERVAL)?;
+        let sampler = Sampler::start(Arc::clone(&store), SAMPLE_INTERVAL, limits)?;
         let stopping = Arc::new(AtomicBool::new(false));
         let stop = Arc::clone(&stopping);
         let accept = std::thread::Builder::new()
@@ -236,7 +241,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("l.db");
         let store: Arc<dyn Store> = Arc::new(GroupCommit::open(&path, "test").unwrap());
-        let admin = Admin::start(Admin::bind("127.0.0.1:0").unwrap(), store).unwrap();
+        let admin = Admin::start(
+            Admin::bind("127.0.0.1:0").unwrap(),
+            store,
+            Thresholds::default(),
+        )
+        .unwrap();
         let addr = admin.local_addr();
 
         let m = get(addr, "/metrics");

@@ -9,8 +9,14 @@
 //! nothing is printed. A batch tool links the same code and updates the same counters, but
 //! never serves them: its `--metrics-file` carries its run's summary instead (`cli`).
 //!
-//! Rows by state and the age of the oldest UNKNOWN row cost a query, so they are not read
-//! per scrape: a `Sampler` thread reads them every `SAMPLE_INTERVAL` through the `Store`.
+//! Rows by state, the ages of the oldest UNKNOWN and FAILED rows, the GUIDs that need an
+//! operator and the rows at reprocess's attempt cap cost a query each (a count or a `min`,
+//! never rows), so they are not read per scrape: a `Sampler` thread reads them every
+//! `SAMPLE_INTERVAL` through the `Store`, against the `Thresholds` the relay was given.
+//!
+//! Also here: what the process is (`txrelay_build_info`, and the `VERSION` every tool's
+//! `--version` prints, with the commit `build.rs` found) and what it uses (the `process_*`
+//! families of the prometheus crate's process collector, on Linux).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -25,7 +31,42 @@ use prometheus::{
 };
 
 use ledger::state::State;
+pub use ledger::store::DEFAULT_MAX_INQUIRIES;
 use ledger::store::Store;
+
+/// The commit the binaries were built from (`build.rs`: `git rev-parse --short HEAD`, or
+/// `TXRELAY_COMMIT`, or `unknown`).
+pub const COMMIT: &str = env!("TXRELAY_COMMIT");
+
+/// What `--version` prints after the tool's name: `0.1.0 (commit 1a2b3c4)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TXRELAY_COMMIT"),
+    ")"
+);
+
+/// reprocess's usual `--max-attempts` (its wrapper's default; inspect's too).
+pub const DEFAULT_MAX_ATTEMPTS: i64 = 3;
+
+/// What the sampler counts against: the relay's `--max-inquiries` and `--max-attempts`, set
+/// as resolve's and reprocess's are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    /// A GUID still in doubt with this many failed inquiries needs an operator.
+    pub max_inquiries: u32,
+    /// A FAILED/E902 row with this many attempts is at reprocess's cap.
+    pub max_attempts: i64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Thresholds {
+        Thresholds {
+            max_inquiries: DEFAULT_MAX_INQUIRIES,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+        }
+    }
+}
 
 /// How often the sampler reads rows by state and the oldest UNKNOWN row's age.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
@@ -81,6 +122,12 @@ pub struct Metrics {
     pub rows: IntGaugeVec,
     /// Seconds since the oldest UNKNOWN row last changed, as last sampled (0: none).
     pub oldest_unknown: Gauge,
+    /// Seconds since the oldest FAILED row last changed, as last sampled (0: none).
+    pub oldest_failed: Gauge,
+    /// GUIDs still in doubt that resolve has given up on, as last sampled.
+    pub needs_operator: IntGauge,
+    /// FAILED/E902 rows at reprocess's attempt cap, as last sampled.
+    pub at_attempt_cap: IntGauge,
     /// When the ledger was last sampled (Unix seconds).
     pub sampled_at: Gauge,
     /// Samples that failed (the ledger did not answer).
@@ -95,6 +142,8 @@ pub struct Metrics {
     /// Results of an earlier attempt, booked or of unknown outcome, that came back after a
     /// later attempt had claimed the GUID: the core may have booked it twice.
     pub possible_double_bookings: IntCounter,
+    /// 1, labelled with the version and the commit.
+    pub build_info: IntGaugeVec,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -212,6 +261,26 @@ impl Metrics {
                 )
                 .expect("valid gauge"),
             ),
+            oldest_failed: reg(
+                &r,
+                Gauge::new(
+                    "txrelay_ledger_oldest_failed_age_seconds",
+                    "Seconds since the oldest FAILED row last changed (0: no FAILED row), \
+                     sampled every 10 s.",
+                )
+                .expect("valid gauge"),
+            ),
+            needs_operator: gauge(
+                "txrelay_ledger_needs_operator",
+                "GUIDs still in doubt (UNKNOWN or SENT) with at least --max-inquiries failed \
+                 inquiries: resolve no longer asks, an operator must settle them (inspect \
+                 summary lists them); sampled every 10 s.",
+            ),
+            at_attempt_cap: gauge(
+                "txrelay_ledger_failed_at_attempt_cap",
+                "FAILED/E902 rows with at least --max-attempts attempts: reprocess no longer \
+                 resends them (inspect summary lists them); sampled every 10 s.",
+            ),
             sampled_at: reg(
                 &r,
                 Gauge::new(
@@ -251,8 +320,31 @@ impl Metrics {
                  back after a later attempt had claimed the GUID: the core may have booked \
                  it twice. Each is in the GUID's history with its booking; alert above 0.",
             ),
+            build_info: reg(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "txrelay_build_info",
+                        "1, labelled with the relay's version and the commit it was built \
+                         from (unknown: built outside a git checkout).",
+                    ),
+                    &["version", "commit"],
+                )
+                .expect("valid gauge"),
+            ),
             registry: r,
         };
+        m.build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), COMMIT])
+            .set(1);
+        // CPU, memory, descriptors, threads, start time: `process_*`, read from /proc at
+        // each scrape.
+        #[cfg(target_os = "linux")]
+        m.registry
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
+            .expect("the process collector's names are unique");
         for state in State::ALL {
             // Every state, so that one with no row is 0, not missing.
             m.rows.with_label_values(&[state.as_str()]).set(0);
@@ -331,18 +423,27 @@ impl Metrics {
         self.commit_batch.observe(statements as f64);
     }
 
-    /// Reads rows by state and the oldest UNKNOWN row's age from `store` into the gauges.
-    pub fn sample(&self, store: &dyn Store) -> ledger::error::Result<()> {
-        let sampled = store
-            .count_by_state()
-            .and_then(|counts| Ok((counts, store.oldest_age_secs(State::Unknown)?)));
-        let (counts, oldest) = match sampled {
+    /// Reads rows by state, the oldest UNKNOWN and FAILED rows' ages, the GUIDs that need an
+    /// operator and the rows at the attempt cap (by `limits`) from `store` into the gauges;
+    /// none of them if any query fails.
+    pub fn sample(&self, store: &dyn Store, limits: &Thresholds) -> ledger::error::Result<()> {
+        let sampled = (|| {
+            Ok(Sample {
+                counts: store.count_by_state()?,
+                oldest_unknown: store.oldest_age_secs(State::Unknown)?,
+                oldest_failed: store.oldest_age_secs(State::Failed)?,
+                needs_operator: store.count_needs_operator(limits.max_inquiries)?,
+                at_attempt_cap: store.count_at_attempt_cap(limits.max_attempts)?,
+            })
+        })();
+        let sample = match sampled {
             Ok(s) => s,
             Err(e) => {
                 self.sample_errors.inc();
                 return Err(e);
             }
         };
+        let counts = sample.counts;
         for state in State::ALL {
             // Every state, so that one with no row is 0, not missing.
             let n = counts
@@ -351,13 +452,27 @@ impl Metrics {
                 .map_or(0, |(_, n)| *n);
             self.rows.with_label_values(&[state.as_str()]).set(n);
         }
-        self.oldest_unknown.set(oldest.unwrap_or(0.0).max(0.0));
+        self.oldest_unknown
+            .set(sample.oldest_unknown.unwrap_or(0.0).max(0.0));
+        self.oldest_failed
+            .set(sample.oldest_failed.unwrap_or(0.0).max(0.0));
+        self.needs_operator.set(sample.needs_operator);
+        self.at_attempt_cap.set(sample.at_attempt_cap);
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         self.sampled_at.set(now.as_secs_f64());
         Ok(())
     }
+}
+
+/// One sample's readings, all taken before any gauge is set.
+struct Sample {
+    counts: Vec<(State, i64)>,
+    oldest_unknown: Option<f64>,
+    oldest_failed: Option<f64>,
+    needs_operator: i64,
+    at_attempt_cap: i64,
 }
 
 /// The thread that samples the ledger every `SAMPLE_INTERVAL` (at once when started); it
@@ -368,14 +483,18 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    pub fn start(store: std::sync::Arc<dyn Store>, every: Duration) -> std::io::Result<Sampler> {
+    pub fn start(
+        store: std::sync::Arc<dyn Store>,
+        every: Duration,
+        limits: Thresholds,
+    ) -> std::io::Result<Sampler> {
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("metrics-sampler".into())
             .stack_size(256 * 1024)
             .spawn(move || {
                 loop {
-                    if let Err(e) = metrics().sample(store.as_ref()) {
+                    if let Err(e) = metrics().sample(store.as_ref(), &limits) {
                         warn!("cannot sample the ledger for metrics: {e}");
                     }
                     match stopped.recv_timeout(every) {
@@ -429,6 +548,10 @@ mod tests {
             "txrelay_late_replies_arrived_total",
             "txrelay_late_replies_settled_total",
             "txrelay_late_replies_waiting",
+            "txrelay_ledger_oldest_failed_age_seconds",
+            "txrelay_ledger_needs_operator",
+            "txrelay_ledger_failed_at_attempt_cap",
+            "txrelay_build_info",
         ] {
             assert!(text.contains(&format!("# HELP {name} ")), "{name}\n{text}");
             assert!(text.contains(&format!("# TYPE {name} ")), "{name}\n{text}");
@@ -445,6 +568,21 @@ mod tests {
             text.contains("txrelay_core_call_duration_seconds_bucket{outcome=\"not_sent\",le="),
             "{text}"
         );
+        let build = format!(
+            "txrelay_build_info{{commit=\"{COMMIT}\",version=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&build), "{build}\n{text}");
+        assert!(!COMMIT.is_empty());
+        assert_eq!(VERSION, format!("0.1.0 (commit {COMMIT})"));
+        #[cfg(target_os = "linux")]
+        for name in [
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "process_threads",
+        ] {
+            assert!(text.contains(&format!("\n{name} ")), "{name}\n{text}");
+        }
     }
 
     #[test]
@@ -463,8 +601,46 @@ mod tests {
         let oldest = store.oldest_age_secs(State::Unknown).unwrap().unwrap();
         assert!((3599.0..3700.0).contains(&oldest), "{oldest}");
         assert_eq!(store.oldest_age_secs(State::Failed).unwrap(), None);
+        assert_eq!(store.count_needs_operator(1).unwrap(), 0);
+        assert_eq!(store.count_at_attempt_cap(1).unwrap(), 0);
         // The global gauges are shared with other tests: check the sample's own numbers.
-        metrics().sample(store.as_ref()).unwrap();
+        metrics()
+            .sample(store.as_ref(), &Thresholds::default())
+            .unwrap();
         assert!(metrics().sampled_at.get() > 0.0);
+    }
+
+    #[test]
+    fn needs_operator_and_the_attempt_cap_are_counted_against_the_thresholds() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = ledger::sqlite::Ledger::open(&dir.path().join("l.db")).unwrap();
+        l.connection()
+            .execute_batch(
+                "INSERT INTO tx (guid, state, rsp_code, attempts, updated_at) VALUES \
+                 ('f2', 'FAILED', 'E902', 2, datetime('now', '-7200 seconds')), \
+                 ('f3', 'FAILED', 'E902', 3, datetime('now')), \
+                 ('f7', 'FAILED', 'E902', 7, datetime('now')), \
+                 ('u', 'UNKNOWN', 'E901', 1, datetime('now')), \
+                 ('u19', 'UNKNOWN', 'E901', 1, datetime('now')), \
+                 ('s', 'SENT', NULL, 1, datetime('now')), \
+                 ('d', 'DONE', '0000', 9, datetime('now')); \
+                 INSERT INTO tx_inquiry (guid, failures, next_at) VALUES \
+                 ('u', 20, datetime('now')), ('u19', 19, datetime('now')), \
+                 ('s', 25, datetime('now')), ('d', 30, datetime('now'));",
+            )
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(Mutex::new(l));
+        // DONE is no longer in doubt, whatever its record says; FAILED/E902 from the cap up.
+        let counts = |inquiries, attempts| {
+            (
+                store.count_needs_operator(inquiries).unwrap(),
+                store.count_at_attempt_cap(attempts).unwrap(),
+            )
+        };
+        assert_eq!(counts(20, 3), (2, 2));
+        assert_eq!(counts(19, 2), (3, 3));
+        assert_eq!(counts(26, 8), (0, 0));
+        let oldest = store.oldest_age_secs(State::Failed).unwrap().unwrap();
+        assert!((7199.0..7300.0).contains(&oldest), "{oldest}");
     }
 }

@@ -74,8 +74,12 @@ pub struct Config {
     pub tls: Option<ListenerTls>,
     /// Connections one channel identity may hold at once (`None`: no limit of its own).
     pub max_connections_per_channel: Option<usize>,
-    /// `--admin`: where `/metrics` and `/healthz` are served (`None`: not at all).
+    /// `--admin`: where `/metrics` and `/healthz` are served (`None`: not at all), apart
+    /// from the channel port (its connections count against no channel limit).
     pub admin: Option<String>,
+    /// What the admin port's ledger gauges count against (`--max-inquiries`,
+    /// `--max-attempts`).
+    pub admin_limits: crate::metrics::Thresholds,
 }
 
 /// A warning at start (and at each reload) when the server certificate expires this soon.
@@ -281,9 +285,10 @@ impl Relay {
         )
         .map_err(StartError::Core)?;
         let admin = match (admin_listener, config.admin.as_deref()) {
-            (Some(listener), Some(addr)) => {
-                Some(Admin::start(listener, Arc::clone(&store)).map_err(|e| admin_err(addr, e))?)
-            }
+            (Some(listener), Some(addr)) => Some(
+                Admin::start(listener, Arc::clone(&store), config.admin_limits)
+                    .map_err(|e| admin_err(addr, e))?,
+            ),
             _ => None,
         };
         Ok(Relay {
@@ -315,9 +320,6 @@ impl Relay {
         self.listener.local_addr()
     }
 
-    /// Serves `/metrics` and `/healthz` on `addr` (`--admin`) and starts sampling the
-    /// ledger for the metrics; returns the bound address. Apart from the channel port: its
-    /// connections count against no channel limit.
     /// The admin port's address, if `Config::admin` was given.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.as_ref().map(Admin::local_addr)

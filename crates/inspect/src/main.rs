@@ -21,7 +21,7 @@ const DEFAULT_MAX_ATTEMPTS: i64 = 3;
 /// of rows per state, and the GUIDs resolve has stopped asking about (needs operator).
 /// Read-only, except `settle`.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version = cli::VERSION, about)]
 struct Args {
     /// The ledger: the relay's SQLite file, or a postgres:// URL. Before or after the
     /// command.

@@ -17,7 +17,7 @@ use ledger::postgres::{PgStore, Settings};
 /// ledger's write lock (stop the relays and the batch tools first); then marks the SQLite
 /// ledger moved, so that no tool uses it again.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version = cli::VERSION, about)]
 struct Args {
     /// The SQLite ledger to copy (locked for the copy, then marked moved).
     #[arg(long, env = "MIGRATE_FROM")]

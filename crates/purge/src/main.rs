@@ -18,7 +18,7 @@ cli::batch_output_flags! {
 
 /// Deletes DONE rows last changed more than --days days ago.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version = cli::VERSION, about)]
 struct Args {
     #[command(flatten)]
     ledger: DbFlag,

@@ -34,7 +34,7 @@ cli::log_format_flag! { env = "RELAY_"; }
 
 /// Relays bank transfer requests to the core at most once per GUID.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version = cli::VERSION, about)]
 struct Args {
     #[command(flatten)]
     ledger: DbFlag,
@@ -72,6 +72,16 @@ struct Args {
     /// 127.0.0.1:9300. Off unless given.
     #[arg(long, env = "RELAY_ADMIN")]
     admin: Option<String>,
+    /// For /metrics (txrelay_ledger_needs_operator): a GUID still in doubt with this many
+    /// failed inquiries needs an operator; set it as resolve's --max-inquiries is set.
+    #[arg(long, env = "RELAY_MAX_INQUIRIES", default_value_t = engine::metrics::DEFAULT_MAX_INQUIRIES,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_inquiries: u32,
+    /// For /metrics (txrelay_ledger_failed_at_attempt_cap): a FAILED/E902 row with this many
+    /// attempts is at reprocess's cap; set it as reprocess's --max-attempts is set.
+    #[arg(long, env = "RELAY_MAX_ATTEMPTS", default_value_t = engine::metrics::DEFAULT_MAX_ATTEMPTS,
+          value_parser = clap::value_parser!(i64).range(1..))]
+    max_attempts: i64,
     /// Speak TLS (1.2, 1.3) to the channels with this certificate chain (PEM, leaf first).
     /// Re-read, with the other TLS files, on SIGHUP.
     #[arg(
@@ -188,6 +198,10 @@ fn run(args: Args) -> anyhow::Result<u8> {
             .max_connections_per_channel
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         admin: args.admin,
+        admin_limits: engine::metrics::Thresholds {
+            max_inquiries: args.max_inquiries,
+            max_attempts: args.max_attempts,
+        },
     };
     let db = cli::db_arg::<Args>(&args.ledger.db);
     let relay = Relay::start(&db, config).context("cannot start")?;

@@ -9,7 +9,7 @@ use log::Level;
 
 /// Resends FAILED rows with rsp_code E902 and fewer than --max-attempts attempts.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version = cli::VERSION, about)]
 struct Args {
     #[command(flatten)]
     ends: Endpoints,

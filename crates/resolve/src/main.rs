@@ -28,7 +28,7 @@ fn stale_sent_secs(s: &str) -> Result<u64, String> {
 
 /// Settles UNKNOWN rows (and, with --stale-sent, orphaned SENT rows) by inquiry at the core.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version = cli::VERSION, about)]
 struct Args {
     #[command(flatten)]
     ends: Endpoints,

@@ -233,3 +233,140 @@ fn json_logs_carry_the_request_line_fields_as_keys() {
         .any(|l| l.contains("] guid=G-TEXT peer=127.0.0.1:")
             && l.contains(" channel=- code=0000 state=DONE ms="))));
 }
+
+/// The first scrape after the sampler's first reading (it reads at once when it starts).
+fn first_sample(admin: &str) -> String {
+    let mut text = String::new();
+    assert!(eventually(WAIT, || {
+        text = scrape(admin);
+        sample(&text, "txrelay_ledger_sampled_timestamp_seconds") > 0.0
+    }));
+    text
+}
+
+#[test]
+fn needs_operator_the_attempt_cap_and_the_oldest_failed_are_sampled_against_the_flags() {
+    skip_if_unavailable!();
+    let s = Scene::new()
+        .core(&[])
+        .rows([
+            RowSpec::unknown(&msg("G-NO-TWO", 5, "")),
+            RowSpec::sent(&msg("G-NO-THREE", 5, "")).age(HOUR),
+            RowSpec::unknown(&msg("G-NO-ONE", 5, "")),
+            // Settled since: no longer in doubt, whatever its record says.
+            RowSpec::of(&msg("G-NO-DONE", 5, ""), State::Done).code("0000"),
+            RowSpec::failed(&msg("G-CAP-1", 5, "")).attempts(1),
+            RowSpec::failed(&msg("G-CAP-2", 5, ""))
+                .attempts(2)
+                .age(2 * HOUR),
+            RowSpec::failed(&msg("G-CAP-3", 5, "")).attempts(3),
+        ])
+        .build();
+    let store = s.db.store();
+    for (guid, failures) in [
+        ("G-NO-TWO", 2),
+        ("G-NO-THREE", 3),
+        ("G-NO-ONE", 1),
+        ("G-NO-DONE", 5),
+    ] {
+        for _ in 0..failures {
+            store.record_inquiry_failure(guid, "test", 60).unwrap();
+        }
+    }
+    drop(store);
+
+    let (relay, admin) = relay_with_admin(
+        &s.db,
+        &s.core().url(),
+        &["--max-inquiries", "2", "--max-attempts", "2"],
+    );
+    let text = first_sample(&admin);
+    assert_eq!(
+        sample(&text, "txrelay_ledger_needs_operator"),
+        2.0,
+        "{text}"
+    );
+    assert_eq!(sample(&text, "txrelay_ledger_failed_at_attempt_cap"), 2.0);
+    let oldest = sample(&text, "txrelay_ledger_oldest_failed_age_seconds");
+    assert!((7200.0..7300.0).contains(&oldest), "{oldest}");
+    promtool_check("a scrape with rows needing an operator", &text);
+
+    // The environment twins, and the defaults (20 inquiries, 3 attempts). One relay per
+    // SQLite ledger: the first goes first.
+    drop(relay);
+    let mut cmd = relay_command(&s.db, &s.core().url(), &["--admin", "127.0.0.1:0"]);
+    cmd.env("RUST_LOG", "info").env("RELAY_MAX_INQUIRIES", "3");
+    let relay = Server::start(cmd);
+    let text = first_sample(&admin_addr(&relay));
+    assert_eq!(
+        sample(&text, "txrelay_ledger_needs_operator"),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(sample(&text, "txrelay_ledger_failed_at_attempt_cap"), 1.0);
+    drop(relay);
+    let (_relay, admin) = relay_with_admin(&s.db, &s.core().url(), &[]);
+    let text = first_sample(&admin);
+    assert_eq!(
+        sample(&text, "txrelay_ledger_needs_operator"),
+        0.0,
+        "{text}"
+    );
+    assert_eq!(sample(&text, "txrelay_ledger_failed_at_attempt_cap"), 1.0);
+}
+
+#[test]
+fn a_ledger_with_nothing_failed_or_in_doubt_samples_zeros() {
+    skip_if_unavailable!();
+    let s = Scene::new()
+        .core(&[])
+        .rows([RowSpec::of(&msg("G-Z-DONE", 5, ""), State::Done).code("0000")])
+        .build();
+    let (_relay, admin) = relay_with_admin(&s.db, &s.core().url(), &[]);
+    let text = first_sample(&admin);
+    for name in [
+        "txrelay_ledger_needs_operator",
+        "txrelay_ledger_failed_at_attempt_cap",
+        "txrelay_ledger_oldest_failed_age_seconds",
+    ] {
+        assert_eq!(sample(&text, name), 0.0, "{name}\n{text}");
+    }
+}
+
+#[test]
+fn build_info_names_the_version_and_the_commit_and_process_metrics_are_served() {
+    skip_if_unavailable!();
+    let s = Scene::new().core(&[]).build();
+    let (_relay, admin) = relay_with_admin(&s.db, &s.core().url(), &[]);
+    let text = scrape(&admin);
+    let key = format!(
+        "txrelay_build_info{{commit=\"{}\",version=\"{}\"}}",
+        super::build_info::expected_commit(),
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(sample(&text, &key), 1.0, "{key}\n{text}");
+    assert!(text.contains("# TYPE txrelay_build_info gauge\n"), "{text}");
+    // The prometheus crate's process collector, read from /proc at the scrape.
+    assert!(sample(&text, "process_resident_memory_bytes") > 0.0);
+    assert!(sample(&text, "process_open_fds") > 0.0);
+    assert!(sample(&text, "process_max_fds") >= sample(&text, "process_open_fds"));
+    assert!(sample(&text, "process_threads") > 1.0);
+    assert!(sample(&text, "process_start_time_seconds") > 1.7e9);
+    assert!(samples(&text).contains_key("process_cpu_seconds_total"));
+    promtool_check("a scrape with build and process metrics", &text);
+}
+
+#[test]
+fn a_threshold_of_zero_is_a_usage_error_naming_the_flag() {
+    skip_if_unavailable!();
+    let db = TempLedger::new();
+    for flag in ["--max-inquiries", "--max-attempts"] {
+        let run = Run::new(
+            "relay",
+            &["--db", db.arg(), "--listen", "127.0.0.1:0", flag, "0"],
+        );
+        run.expect_code(EXIT_USAGE);
+        assert!(run.stderr().contains(flag), "{flag}: {}", run.stderr());
+        assert_eq!(run.stdout(), "", "no `listening on` line");
+    }
+}

@@ -1,10 +1,11 @@
 //! The relay end to end: real `relay` and `coresim` processes, a temp ledger each, and
 //! assertions on exact reply bytes, ledger rows and the core's per-GUID booking counts; and
 //! its admin port, metrics and log formats (`metrics`), and the admin port under slow
-//! clients and a ledger whose claims fail (`admin_port`); TLS to the core (`tls`) and on the
-//! channel listener (`tls_channel`).
+//! clients and a ledger whose claims fail (`admin_port`); what every tool's `--version` says
+//! (`build_info`); TLS to the core (`tls`) and on the channel listener (`tls_channel`).
 
 mod admin_port;
+pub(crate) mod build_info;
 mod frames;
 mod late_replies;
 mod late_results;

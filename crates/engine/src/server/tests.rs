@@ -19,6 +19,7 @@ fn relay(max_per_peer: usize) -> (tempfile::TempDir, Relay) {
         tls: None,
         max_connections_per_channel: None,
         admin: None,
+        admin_limits: Default::default(),
     };
     let db = Db::Sqlite(dir.path().join("l.db"));
     let relay = Relay::start(&db, config).unwrap();
