@@ -184,7 +184,7 @@ impl Ledger {
     }
 
     /// A ledger opened as it is (`inspect`) may predate the side table.
-    fn has_inquiry_table(&self) -> Result<bool> {
+    pub(super) fn has_inquiry_table(&self) -> Result<bool> {
         Ok(self
             .conn
             .prepare_cached(
