@@ -5,7 +5,7 @@
 // Paths relative to this file's folder: the same whether this file is a module of `e2e` or
 // of `e2e_pg` (which includes it by `#[path]`).
 #[path = "inspect/million.rs"]
-mod million;
+pub mod million;
 #[path = "inspect/paging.rs"]
 mod paging;
 #[path = "inspect/settle.rs"]
