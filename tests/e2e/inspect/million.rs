@@ -119,6 +119,12 @@ fn half_way(db: &TempLedger) -> String {
     format!("{},G-M-0500080", at.replace(' ', "%20"))
 }
 
+/// The `inspect` measured: this build's, or the one `INSPECT_BIN` names (a release build, for
+/// the figures in docs/performance.md).
+fn inspect_bin() -> std::path::PathBuf {
+    std::env::var_os("INSPECT_BIN").map_or_else(|| testkit::bin("inspect"), Into::into)
+}
+
 /// One `inspect` run under /usr/bin/time: the run, its seconds and its peak RSS in KiB.
 fn measured(db: &TempLedger, args: &[&str]) -> (Run, f64, u64) {
     let dir = tempfile::tempdir().unwrap();
@@ -128,7 +134,7 @@ fn measured(db: &TempLedger, args: &[&str]) -> (Run, f64, u64) {
         .arg("%e %M")
         .arg("-o")
         .arg(&out)
-        .arg(testkit::bin("inspect"))
+        .arg(inspect_bin())
         .args(["--db", db.arg()])
         .args(args);
     let r = Run::command(cmd, std::time::Duration::from_secs(120));
