@@ -139,7 +139,8 @@ fn measured(db: &TempLedger, args: &[&str]) -> (Run, f64, u64) {
         .args(args);
     let r = Run::command(cmd, std::time::Duration::from_secs(120));
     let t = std::fs::read_to_string(&out).expect("time's report");
-    let mut f = t.split_whitespace();
+    // The last line: before it, time says so if the command failed.
+    let mut f = t.lines().last().unwrap_or_default().split_whitespace();
     let secs = f.next().and_then(|s| s.parse().ok()).expect("seconds");
     let kib = f.next().and_then(|s| s.parse().ok()).expect("max RSS");
     eprintln!(
