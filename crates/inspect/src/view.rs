@@ -390,10 +390,7 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
         Ok(h) => (h, None),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
-    let inquiry: Option<InquiryRecord> = ledger
-        .inquiry_records()?
-        .into_iter()
-        .find(|r| r.guid == guid);
+    let inquiry: Option<InquiryRecord> = ledger.inquiry_record(guid)?;
     if row.is_none() && history.is_empty() {
         cli::stderr_line(
             "inspect",

@@ -165,6 +165,10 @@ pub trait Store: Send + Sync {
             self.state_page(state, q.older_than_secs, q.after.as_ref(), n)
         })
     }
+    /// Seconds since `guid`'s row last changed, by the database's clock (`None`: no row).
+    fn row_age_secs(&self, guid: &str) -> Result<Option<f64>>;
+    /// `guid`'s failure record, if it has one (`None` too without the side table).
+    fn inquiry_record(&self, guid: &str) -> Result<Option<InquiryRecord>>;
     /// How many rows are in `state` (unchanged for at least `older_than_secs`, if given).
     fn count_aged(&self, state: State, older_than_secs: Option<u64>) -> Result<i64>;
     /// `FAILED`/`E902` rows with at least `max_attempts` attempts (reprocess no longer resends

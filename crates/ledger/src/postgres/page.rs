@@ -71,6 +71,12 @@ const GIVEN_UP_FIRST: &str = "\
     FROM tx_inquiry i JOIN tx ON tx.guid = i.guid \
     WHERE i.failures >= $1 AND tx.state IN ('UNKNOWN', 'SENT') ORDER BY i.guid LIMIT $2";
 const HAS_INQUIRY_TABLE: &str = super::sql::HAS_INQUIRY_TABLE;
+const ROW_AGE: &str = "SELECT extract(epoch FROM now() - updated_at)::float8 FROM tx \
+    WHERE guid = $1";
+const INQUIRY_RECORD: &str = "\
+    SELECT guid, failures, last_error, \
+        to_char(next_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') \
+    FROM tx_inquiry WHERE guid = $1";
 
 impl PgStore {
     pub(super) fn pg_state_page(
@@ -151,6 +157,23 @@ impl PgStore {
                 .collect::<std::result::Result<_, _>>()?;
             Ok(Counted { total, first })
         })
+    }
+
+    pub(super) fn pg_row_age_secs(&self, guid: &str) -> Result<Option<f64>> {
+        let guid = guid.to_string();
+        self.pool.run("reading a row's age", move |c| {
+            let st = c.prepared(ROW_AGE)?;
+            c.client
+                .query_opt(&st, &[&guid])?
+                .map(|r| r.try_get(0))
+                .transpose()
+        })
+    }
+
+    pub(super) fn pg_inquiry_record(&self, guid: &str) -> Result<Option<InquiryRecord>> {
+        Ok(self
+            .records(INQUIRY_RECORD, params![guid.to_string()])?
+            .pop())
     }
 
     fn count(&self, what: &'static str, sql: &'static str, p: super::Params) -> Result<i64> {

@@ -175,6 +175,14 @@ impl Store for PgStore {
         self.pg_state_page(state, older_than_secs, after, limit)
     }
 
+    fn row_age_secs(&self, guid: &str) -> Result<Option<f64>> {
+        self.pg_row_age_secs(guid)
+    }
+
+    fn inquiry_record(&self, guid: &str) -> Result<Option<InquiryRecord>> {
+        self.pg_inquiry_record(guid)
+    }
+
     fn count_aged(&self, state: State, older_than_secs: Option<u64>) -> Result<i64> {
         self.pg_count_aged(state, older_than_secs)
     }

@@ -1,10 +1,10 @@
 //! The SQLite ledger's bounded reads for a ledger of any size (see `crate::page`): one
-//! state's page after a cursor and the counts `inspect` shows, each on the index
+//! state's page after a cursor, the counts `inspect` shows and one GUID's age and record, each on the index
 //! `tx_state_updated (state, updated_at)` (its rows in `updated_at` order; the GUIDs of one
 //! `updated_at` are sorted among themselves) or a `count(*)`, never every row.
 
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter};
+use rusqlite::{OptionalExtension, params, params_from_iter};
 
 use super::Ledger;
 use super::sql::{INQUIRY_COLUMNS, ROW_COLUMNS};
@@ -66,6 +66,32 @@ impl Ledger {
             Ok((key, r))
         })
         .collect()
+    }
+
+    /// Seconds since `guid`'s row last changed, by the database's clock.
+    pub fn row_age_secs(&self, guid: &str) -> Result<Option<f64>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT (julianday('now') - julianday(updated_at)) * 86400.0 FROM tx \
+                 WHERE guid = ?1",
+            )?
+            .query_row(params![guid], |r| r.get::<_, Option<f64>>(0))
+            .optional()?
+            .flatten())
+    }
+
+    /// `guid`'s failure record, if any.
+    pub fn inquiry_record(&self, guid: &str) -> Result<Option<InquiryRecord>> {
+        if !self.has_inquiry_table()? {
+            return Ok(None);
+        }
+        let sql = format!("SELECT {INQUIRY_COLUMNS} FROM tx_inquiry i WHERE i.guid = ?1");
+        Ok(self
+            .conn
+            .prepare_cached(&sql)?
+            .query_row(params![guid], InquiryRecord::from_sql)
+            .optional()?)
     }
 
     /// How many rows are in `state` (unchanged for at least `older_than_secs`).

@@ -130,6 +130,12 @@ impl<H: Hold> Store for H {
     ) -> Result<Vec<(Cursor, Row)>> {
         self.read_with(|l| l.state_page(state, older_than_secs, after, limit))
     }
+    fn row_age_secs(&self, guid: &str) -> Result<Option<f64>> {
+        self.read_with(|l| l.row_age_secs(guid))
+    }
+    fn inquiry_record(&self, guid: &str) -> Result<Option<InquiryRecord>> {
+        self.read_with(|l| l.inquiry_record(guid))
+    }
     fn count_aged(&self, state: State, older_than_secs: Option<u64>) -> Result<i64> {
         self.read_with(|l| l.count_aged(state, older_than_secs))
     }
