@@ -88,12 +88,21 @@ pub fn listing(db: &Db, o: &Opts, guid: Option<&str>, paging: &Paging) -> anyhow
     let listed: Vec<Listed> = page.rows.iter().map(Listed::of).collect();
     let counts = ledger.count_by_state()?;
     let given_up = match guid {
-        // One GUID's record, if resolve gave up on it: among the first of one.
+        // One GUID's record, if resolve gave up on it (still in doubt, enough failures).
         Some(g) => {
-            let mut c = ledger.needs_operator_first(o.max_inquiries, u64::MAX)?;
-            c.first.retain(|r| r.guid == g);
-            c.total = c.first.len() as i64;
-            c
+            let in_doubt = page
+                .rows
+                .first()
+                .is_some_and(|r| matches!(r.state, State::Unknown | State::Sent));
+            let first: Vec<_> = ledger
+                .inquiry_record(g)?
+                .filter(|r| in_doubt && r.failures >= i64::from(o.max_inquiries))
+                .into_iter()
+                .collect();
+            Counted {
+                total: first.len() as i64,
+                first,
+            }
         }
         None => ledger.needs_operator_first(o.max_inquiries, LISTED_AT_MOST)?,
     };
