@@ -22,7 +22,8 @@ const DEFAULT_MAX_ATTEMPTS: i64 = 3;
 const DEFAULT_LIMIT: u64 = 50;
 
 /// The operator's tool: without a command, lists ledger rows (a page of 50, oldest change
-/// first; or one GUID), the count of rows per state, and the GUIDs resolve has stopped asking about (needs operator).
+/// first; or one GUID), the count of rows per state, and the GUIDs resolve has stopped
+/// asking about (needs operator).
 /// Read-only, except `settle`.
 #[derive(Parser, Debug)]
 #[command(version, about)]

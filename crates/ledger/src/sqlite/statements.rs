@@ -242,7 +242,8 @@ impl Ledger {
         self.rows(&sql, params![i64::try_from(limit).unwrap_or(i64::MAX)])
     }
 
-    /// Every row, oldest change first (for `inspect`; ledgers are kept small by purge).
+    /// Every row, oldest change first (the chaos run's checks; `inspect` reads pages, see
+    /// `crate::page`).
     pub fn all_rows(&self) -> Result<Vec<Row>> {
         let sql = format!("SELECT {ROW_COLUMNS} FROM tx ORDER BY updated_at, guid");
         self.rows(&sql, [])
