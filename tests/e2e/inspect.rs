@@ -1,9 +1,13 @@
 //! `inspect`: the operator's tool. Here its listing without a command, read-only; its
 //! commands in `inspect/`: `summary`, `list` and `show` on a ledger the relay wrote
-//! (`views`), and `settle`, the one that writes (`settle`).
+//! (`views`), paged (`paging`), on a million rows (`million`), and `settle`, the one that writes (`settle`).
 
 // Paths relative to this file's folder: the same whether this file is a module of `e2e` or
 // of `e2e_pg` (which includes it by `#[path]`).
+#[path = "inspect/million.rs"]
+pub mod million;
+#[path = "inspect/paging.rs"]
+mod paging;
 #[path = "inspect/settle.rs"]
 mod settle;
 #[path = "inspect/views.rs"]

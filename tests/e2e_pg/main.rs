@@ -45,6 +45,7 @@ mod reprocess;
 mod resolve;
 
 mod backup;
+mod inspect_million;
 mod migrate;
 mod passwords;
 mod shared_ledger;

@@ -12,13 +12,18 @@ use std::process::ExitCode;
 
 use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
 use ledger::State;
+use ledger::page::Cursor;
 use ledger::store::DEFAULT_MAX_INQUIRIES;
 
 /// reprocess's usual `--max-attempts` (its wrapper's default).
 const DEFAULT_MAX_ATTEMPTS: i64 = 3;
 
-/// The operator's tool: without a command, lists ledger rows (all, or one GUID), the count
-/// of rows per state, and the GUIDs resolve has stopped asking about (needs operator).
+/// A listing's page: a screenful.
+const DEFAULT_LIMIT: u64 = 50;
+
+/// The operator's tool: without a command, lists ledger rows (a page of 50, oldest change
+/// first; or one GUID), the count of rows per state, and the GUIDs resolve has stopped
+/// asking about (needs operator).
 /// Read-only, except `settle`.
 #[derive(Parser, Debug)]
 #[command(version = cli::VERSION, about)]
@@ -28,8 +33,14 @@ struct Args {
     #[arg(long, env = "INSPECT_DB", hide_env_values = true, global = true)]
     db: Option<String>,
     /// Without a command: only this GUID.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "after")]
     guid: Option<String>,
+    /// Without a command: at most this many rows (a page; default 50).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    limit: Option<u64>,
+    /// Without a command: the page after this cursor (as the last page printed it).
+    #[arg(long, value_name = "CURSOR")]
+    after: Option<Cursor>,
     /// One JSON object instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -52,7 +63,7 @@ enum Command {
     /// Rows by state, the oldest UNKNOWN, SENT and FAILED rows and their ages, FAILED/E902
     /// rows at reprocess's attempt cap, and the GUIDs resolve has given up on.
     Summary,
-    /// The rows in one state, oldest first.
+    /// The rows in one state, oldest first, a page at a time (50 unless --limit).
     List(ListArgs),
     /// One GUID: its row, the request and the stored reply decoded, its failed inquiries,
     /// and its history.
@@ -75,9 +86,13 @@ struct ListArgs {
     /// Only rows unchanged for at least this long: 90s, 15m, 2h, 1d, 1h30m.
     #[arg(long, value_parser = duration::parse_secs, value_name = "DURATION")]
     older_than: Option<u64>,
-    /// At most this many rows (the oldest).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    limit: Option<u64>,
+    /// At most this many rows (a page, the oldest first).
+    #[arg(long, default_value_t = DEFAULT_LIMIT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    limit: u64,
+    /// The page after this cursor (as the last page printed it).
+    #[arg(long, value_name = "CURSOR")]
+    after: Option<Cursor>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -192,6 +207,14 @@ fn main() -> ExitCode {
             "--guid is for the listing without a command; use `show GUID`".into(),
         );
     }
+    if (args.limit.is_some() || args.after.is_some()) && args.command.is_some() {
+        usage_error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--limit and --after before the command are the listing's without a command; \
+             give them after `list`"
+                .into(),
+        );
+    }
     let db = cli::db_arg::<Args>(db);
     let opts = view::Opts {
         json: args.json,
@@ -199,13 +222,25 @@ fn main() -> ExitCode {
         max_attempts: args.max_attempts,
     };
     match args.command {
-        None => cli::main("inspect", || {
-            view::listing(&db, &opts, args.guid.as_deref())
-        }),
+        None => {
+            let paging = view::Paging {
+                limit: args.limit.unwrap_or(DEFAULT_LIMIT),
+                after: args.after,
+            };
+            cli::main("inspect", || {
+                view::listing(&db, &opts, args.guid.as_deref(), &paging)
+            })
+        }
         Some(Command::Summary) => cli::main("inspect", || view::summary(&db, &opts)),
-        Some(Command::List(l)) => cli::main("inspect", || {
-            view::list(&db, &opts, l.state, l.older_than, l.limit)
-        }),
+        Some(Command::List(l)) => {
+            let paging = view::Paging {
+                limit: l.limit,
+                after: l.after,
+            };
+            cli::main("inspect", || {
+                view::list(&db, &opts, l.state, l.older_than, &paging)
+            })
+        }
         Some(Command::Show { guid }) => cli::main("inspect", || view::show(&db, &opts, &guid)),
         Some(Command::Settle(s)) => {
             let order = settle::Order::from_args(*s);

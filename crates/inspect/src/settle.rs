@@ -159,9 +159,8 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
     if let Some(why) = young {
         // Only to say why; the guard in the statement decides.
         let old_enough = ledger
-            .select_aged(row.state, floor)?
-            .iter()
-            .any(|r| r.guid == row.guid);
+            .row_age_secs(guid)?
+            .is_some_and(|age| age >= floor as f64);
         if !old_enough {
             return refused(&format!(
                 "the row is {} and changed less than {floor} s ago: {why}; try again later",

@@ -4,9 +4,10 @@
 
 use cli::{EXIT_FATAL, EXIT_SETTLED, Listed};
 use engine::batch::{NeedsOperator, stored_transfer};
+use ledger::page::{Counted, Cursor, Page, PageQuery};
 use ledger::state::HistoryRow;
 use ledger::store::InquiryRecord;
-use ledger::{Access, Db, Row, State, Store};
+use ledger::{Access, Db, State, Store};
 use serde::Serialize;
 use serde_json::json;
 use wire::{self, Transfer};
@@ -52,28 +53,76 @@ fn needs_operator_line(n: &NeedsOperator) -> String {
     )
 }
 
-/// Without a command: rows (all, or one GUID), counts by state, GUIDs that need an operator.
-pub fn listing(db: &Db, o: &Opts, guid: Option<&str>) -> anyhow::Result<u8> {
+/// What a listing pages through: without a command every state, with `list` one.
+pub struct Paging {
+    pub limit: u64,
+    pub after: Option<Cursor>,
+}
+
+/// How many of the rows an operator must look at (at the attempt cap, given up by resolve)
+/// the views list; the counts count them all.
+pub const LISTED_AT_MOST: u64 = 20;
+
+/// The line that says how many more there are than were listed, if any.
+fn more_line(c: &Counted<impl Sized>) -> Option<String> {
+    let more = c.total - c.first.len() as i64;
+    (more > 0).then(|| format!("  and {more} more (the first {} listed)", c.first.len()))
+}
+
+/// Without a command: a page of rows (every state, oldest change first; or one GUID), counts
+/// by state, GUIDs that need an operator.
+pub fn listing(db: &Db, o: &Opts, guid: Option<&str>, paging: &Paging) -> anyhow::Result<u8> {
     let ledger = open(db)?;
-    let rows = match guid {
-        Some(g) => ledger.read(g)?.into_iter().collect(),
-        None => ledger.all_rows()?,
+    let page = match guid {
+        Some(g) => Page {
+            rows: ledger.read(g)?.into_iter().collect(),
+            next: None,
+        },
+        None => ledger.page(&PageQuery {
+            state: None,
+            older_than_secs: None,
+            after: paging.after.clone(),
+            limit: paging.limit,
+        })?,
     };
-    let listed: Vec<Listed> = rows.iter().map(Listed::of).collect();
+    let listed: Vec<Listed> = page.rows.iter().map(Listed::of).collect();
     let counts = ledger.count_by_state()?;
-    let needs_operator: Vec<NeedsOperator> = ledger
-        .needs_operator(o.max_inquiries)?
-        .into_iter()
-        .filter(|r| guid.is_none_or(|g| g == r.guid))
+    let given_up = match guid {
+        // One GUID's record, if resolve gave up on it (still in doubt, enough failures).
+        Some(g) => {
+            let in_doubt = page
+                .rows
+                .first()
+                .is_some_and(|r| matches!(r.state, State::Unknown | State::Sent));
+            let first: Vec<_> = ledger
+                .inquiry_record(g)?
+                .filter(|r| in_doubt && r.failures >= i64::from(o.max_inquiries))
+                .into_iter()
+                .collect();
+            Counted {
+                total: first.len() as i64,
+                first,
+            }
+        }
+        None => ledger.needs_operator_first(o.max_inquiries, LISTED_AT_MOST)?,
+    };
+    let needs_operator: Vec<NeedsOperator> = given_up
+        .first
+        .iter()
+        .cloned()
         .map(NeedsOperator::from)
         .collect();
+    let next = page.next.as_ref().map(Cursor::to_string);
     if o.json {
         println!(
             "{}",
             json!({
                 "rows": listed,
+                "limit": guid.map_or(Some(paging.limit), |_| None),
+                "next": next,
                 "by_state": by_state_json(&counts),
                 "needs_operator": needs_operator,
+                "needs_operator_count": given_up.total,
             })
         );
         return Ok(EXIT_SETTLED);
@@ -82,9 +131,15 @@ pub fn listing(db: &Db, o: &Opts, guid: Option<&str>) -> anyhow::Result<u8> {
     for l in &listed {
         println!("{}", l.line());
     }
+    if let Some(next) = &next {
+        println!("next page: inspect --limit {} --after {next}", paging.limit);
+    }
     println!("{}", by_state_line(&counts));
     for n in &needs_operator {
         println!("{}", needs_operator_line(n));
+    }
+    if let Some(more) = more_line(&given_up) {
+        println!("{more}");
     }
     Ok(EXIT_SETTLED)
 }
@@ -103,19 +158,8 @@ struct Oldest {
 /// The states whose oldest row an operator watches: in doubt, in flight, not sent.
 const WATCHED: [State; 3] = [State::Unknown, State::Sent, State::Failed];
 
-/// FAILED/E902 rows with at least `max_attempts` attempts: reprocess no longer resends them.
-fn at_attempt_cap(ledger: &dyn Store, max_attempts: i64) -> anyhow::Result<Vec<Row>> {
-    Ok(ledger
-        .select_aged(State::Failed, 0)?
-        .into_iter()
-        .filter(|r| {
-            r.rsp_code.as_deref() == Some("E902") && r.attempts.is_some_and(|a| a >= max_attempts)
-        })
-        .collect())
-}
-
 /// `summary`: counts, the oldest UNKNOWN/SENT/FAILED rows and their ages, rows at the attempt
-/// cap, GUIDs resolve gave up on.
+/// cap, GUIDs resolve gave up on. Counts and the first rows of the index, never every row.
 pub fn summary(db: &Db, o: &Opts) -> anyhow::Result<u8> {
     let ledger = open(db)?;
     let counts = ledger.count_by_state()?;
@@ -124,7 +168,11 @@ pub fn summary(db: &Db, o: &Opts) -> anyhow::Result<u8> {
         // The age by the database's clock; the row itself is the first of its state, oldest
         // change first (the same order `updated_at` gives the age).
         let age = ledger.oldest_age_secs(state)?;
-        let row = ledger.select_aged(state, 0)?.into_iter().next();
+        let row = ledger
+            .state_page(state, None, None, 1)?
+            .into_iter()
+            .next()
+            .map(|(_, r)| r);
         oldest.push((
             state,
             row.zip(age).map(|(r, age)| Oldest {
@@ -136,10 +184,12 @@ pub fn summary(db: &Db, o: &Opts) -> anyhow::Result<u8> {
             }),
         ));
     }
-    let capped = at_attempt_cap(ledger.as_ref(), o.max_attempts)?;
-    let needs_operator: Vec<NeedsOperator> = ledger
-        .needs_operator(o.max_inquiries)?
-        .into_iter()
+    let capped = ledger.at_attempt_cap(o.max_attempts, LISTED_AT_MOST)?;
+    let given_up = ledger.needs_operator_first(o.max_inquiries, LISTED_AT_MOST)?;
+    let needs_operator: Vec<NeedsOperator> = given_up
+        .first
+        .iter()
+        .cloned()
         .map(NeedsOperator::from)
         .collect();
     if o.json {
@@ -153,9 +203,12 @@ pub fn summary(db: &Db, o: &Opts) -> anyhow::Result<u8> {
                 "by_state": by_state_json(&counts),
                 "oldest": oldest,
                 "max_attempts": o.max_attempts,
-                "at_attempt_cap": capped.iter().map(Listed::of).collect::<Vec<_>>(),
+                "at_attempt_cap": capped.first.iter().map(Listed::of).collect::<Vec<_>>(),
+                "at_attempt_cap_count": capped.total,
                 "max_inquiries": o.max_inquiries,
                 "needs_operator": needs_operator,
+                "needs_operator_count": given_up.total,
+                "listed_at_most": LISTED_AT_MOST,
             })
         );
         return Ok(EXIT_SETTLED);
@@ -178,10 +231,9 @@ pub fn summary(db: &Db, o: &Opts) -> anyhow::Result<u8> {
     println!(
         "at the attempt cap (FAILED/E902 with {} or more attempts; reprocess no longer resends \
          them): {}",
-        o.max_attempts,
-        capped.len()
+        o.max_attempts, capped.total
     );
-    for r in &capped {
+    for r in &capped.first {
         println!(
             "  {} (attempts {}, since {} UTC)",
             r.guid,
@@ -189,42 +241,53 @@ pub fn summary(db: &Db, o: &Opts) -> anyhow::Result<u8> {
             r.updated_at
         );
     }
+    if let Some(more) = more_line(&capped) {
+        println!("{more}");
+    }
     println!(
         "given up by resolve ({} or more failed inquiries; need an operator): {}",
-        o.max_inquiries,
-        needs_operator.len()
+        o.max_inquiries, given_up.total
     );
     for n in &needs_operator {
         println!("  {}", needs_operator_line(n));
     }
+    if let Some(more) = more_line(&given_up) {
+        println!("{more}");
+    }
     Ok(EXIT_SETTLED)
 }
 
-/// `list --state S [--older-than D] [--limit N]`: oldest first.
+/// `list --state S [--older-than D] [--limit N] [--after CURSOR]`: a page, oldest first.
 pub fn list(
     db: &Db,
     o: &Opts,
     state: State,
     older_than: Option<u64>,
-    limit: Option<u64>,
+    paging: &Paging,
 ) -> anyhow::Result<u8> {
     let ledger = open(db)?;
-    let rows = ledger.select_aged(state, older_than.unwrap_or(0))?;
-    let total = rows.len();
-    let shown = limit.map_or(total, |l| {
-        total.min(usize::try_from(l).unwrap_or(usize::MAX))
-    });
-    let listed: Vec<Listed> = rows[..shown].iter().map(Listed::of).collect();
+    let page = ledger.page(&PageQuery {
+        state: Some(state),
+        older_than_secs: older_than,
+        after: paging.after.clone(),
+        limit: paging.limit,
+    })?;
+    let total = ledger.count_aged(state, older_than)?;
+    let listed: Vec<Listed> = page.rows.iter().map(Listed::of).collect();
+    let next = page.next.as_ref().map(Cursor::to_string);
+    let after = paging.after.as_ref().map(Cursor::to_string);
     if o.json {
         println!(
             "{}",
             json!({
                 "state": state,
                 "older_than_secs": older_than,
-                "limit": limit,
+                "limit": paging.limit,
+                "after": after,
                 "count": listed.len(),
                 "total": total,
                 "rows": listed,
+                "next": next,
             })
         );
         return Ok(EXIT_SETTLED);
@@ -236,7 +299,18 @@ pub fn list(
     let age = older_than.map_or(String::new(), |s| {
         format!(" unchanged for at least {}", human(s))
     });
-    println!("list: {} of {total} {state} rows{age}, oldest first", shown);
+    let from = after.map_or(String::new(), |a| format!(", after {a}"));
+    println!(
+        "list: {} of {total} {state} rows{age}, oldest first{from}",
+        listed.len()
+    );
+    if let Some(next) = &next {
+        let age = older_than.map_or(String::new(), |s| format!(" --older-than {s}s"));
+        println!(
+            "next page: inspect list --state {state}{age} --limit {} --after {next}",
+            paging.limit
+        );
+    }
     Ok(EXIT_SETTLED)
 }
 
@@ -325,10 +399,7 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
         Ok(h) => (h, None),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
-    let inquiry: Option<InquiryRecord> = ledger
-        .inquiry_records()?
-        .into_iter()
-        .find(|r| r.guid == guid);
+    let inquiry: Option<InquiryRecord> = ledger.inquiry_record(guid)?;
     if row.is_none() && history.is_empty() {
         cli::stderr_line(
             "inspect",

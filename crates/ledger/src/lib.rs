@@ -9,6 +9,7 @@ pub mod error;
 pub mod group_commit;
 pub mod migrate;
 pub mod observe;
+pub mod page;
 pub mod postgres;
 pub mod sqlite;
 pub mod state;

@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{LedgerError, Result};
+use crate::page::{Counted, Cursor, Page, PageQuery, page_of};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 
 /// The GUID of `/healthz`'s probe row: spaces and a slash, so no channel can ever send it
@@ -153,6 +154,39 @@ pub trait Store: Send + Sync {
     fn recent_bookings(&self, limit: usize) -> Result<Vec<Row>>;
     /// Every row, oldest change first.
     fn all_rows(&self) -> Result<Vec<Row>>;
+    /// Rows in `state` (unchanged for at least `older_than_secs`, if given) after `after`
+    /// by `(updated_at, guid)`, oldest change first, at most `limit`, each with its key; on
+    /// the index `tx_state_updated`, reading no more than that (see `crate::page`).
+    fn state_page(
+        &self,
+        state: State,
+        older_than_secs: Option<u64>,
+        after: Option<&Cursor>,
+        limit: u64,
+    ) -> Result<Vec<(Cursor, Row)>>;
+    /// One page of rows as `q` asks (every state: a page of each, merged), and where the
+    /// next page starts.
+    fn page(&self, q: &PageQuery) -> Result<Page> {
+        page_of(q, |state, n| {
+            self.state_page(state, q.older_than_secs, q.after.as_ref(), n)
+        })
+    }
+    /// Seconds since `guid`'s row last changed, by the database's clock (`None`: no row).
+    fn row_age_secs(&self, guid: &str) -> Result<Option<f64>>;
+    /// `guid`'s failure record, if it has one (`None` too without the side table).
+    fn inquiry_record(&self, guid: &str) -> Result<Option<InquiryRecord>>;
+    /// How many rows are in `state` (unchanged for at least `older_than_secs`, if given).
+    fn count_aged(&self, state: State, older_than_secs: Option<u64>) -> Result<i64>;
+    /// `FAILED`/`E902` rows with at least `max_attempts` attempts (reprocess no longer resends
+    /// them): how many, and the oldest `limit`.
+    fn at_attempt_cap(&self, max_attempts: i64, limit: u64) -> Result<Counted<Row>>;
+    /// The GUIDs resolve has given up on (as `needs_operator`): how many, and the first
+    /// `limit` by GUID.
+    fn needs_operator_first(
+        &self,
+        max_inquiries: u32,
+        limit: u64,
+    ) -> Result<Counted<InquiryRecord>>;
     /// Row counts by state.
     fn count_by_state(&self) -> Result<Vec<(State, i64)>>;
     /// The history of `guid`, oldest change first (it outlives the row).

@@ -131,6 +131,26 @@ fn summary_counts_and_the_rows_that_want_an_operator() {
     let r = inspect(&s.db, &["summary", "--json", "--max-attempts", "1"]);
     assert_eq!(guids(&r.json()["at_attempt_cap"]), ["G-V-CAP", "G-V-RETRY"]);
 
+    // The listing names them too: every one, or only the --guid asked about.
+    let j = inspect(&s.db, &["--json", "--max-inquiries", "1"]).json();
+    assert_eq!(guids(&j["needs_operator"]), ["G-V-GIVEN-UP"], "{j}");
+    assert_eq!(j["needs_operator_count"], 1, "{j}");
+    for (guid, want) in [("G-V-GIVEN-UP", &["G-V-GIVEN-UP"][..]), ("G-V-OK", &[][..])] {
+        let args = ["--guid", guid, "--json", "--max-inquiries", "1"];
+        let j = inspect(&s.db, &args).json();
+        assert_eq!(guids(&j["needs_operator"]), want, "{guid}: {j}");
+        assert_eq!(j["needs_operator_count"], want.len(), "{guid}: {j}");
+        assert_eq!(
+            (&j["limit"], &j["next"]),
+            (&Value::Null, &Value::Null),
+            "{j}"
+        );
+    }
+    let r = inspect(&s.db, &["--guid", "G-V-GIVEN-UP", "--max-inquiries", "2"]);
+    assert!(!r.stdout().contains("needs operator"), "{}", r.stdout());
+    let r = inspect(&s.db, &["--guid", "G-V-GIVEN-UP", "--max-inquiries", "1"]);
+    assert_line(&r, "needs operator: G-V-GIVEN-UP (1 inquiries failed; ");
+
     assert_eq!(rows_by_guid(&s.db), before, "nothing changed");
 }
 

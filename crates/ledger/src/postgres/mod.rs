@@ -4,6 +4,7 @@
 //! Ages are compared against the server's clock. `sql` holds the statements, `schema` how
 //! the schema is applied, `store` the `Store` that runs them on the pool.
 
+mod page;
 mod pool;
 mod schema;
 mod sql;

@@ -4,6 +4,7 @@
 use super::sql::*;
 use super::{PgStore, attempts, int, limit, params, record};
 use crate::error::Result;
+use crate::page::{Counted, Cursor};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{
     Durability, INQUIRY_BACKOFF_MAX_DOUBLINGS, InquiryRecord, Store, backoff_base_secs,
@@ -182,6 +183,40 @@ impl Store for PgStore {
 
     fn all_rows(&self) -> Result<Vec<Row>> {
         self.rows("reading the ledger", ALL_ROWS, params![])
+    }
+
+    fn state_page(
+        &self,
+        state: State,
+        older_than_secs: Option<u64>,
+        after: Option<&Cursor>,
+        limit: u64,
+    ) -> Result<Vec<(Cursor, Row)>> {
+        self.pg_state_page(state, older_than_secs, after, limit)
+    }
+
+    fn row_age_secs(&self, guid: &str) -> Result<Option<f64>> {
+        self.pg_row_age_secs(guid)
+    }
+
+    fn inquiry_record(&self, guid: &str) -> Result<Option<InquiryRecord>> {
+        self.pg_inquiry_record(guid)
+    }
+
+    fn count_aged(&self, state: State, older_than_secs: Option<u64>) -> Result<i64> {
+        self.pg_count_aged(state, older_than_secs)
+    }
+
+    fn at_attempt_cap(&self, max_attempts: i64, limit: u64) -> Result<Counted<Row>> {
+        self.pg_at_attempt_cap(max_attempts, limit)
+    }
+
+    fn needs_operator_first(
+        &self,
+        max_inquiries: u32,
+        limit: u64,
+    ) -> Result<Counted<InquiryRecord>> {
+        self.pg_needs_operator_first(max_inquiries, limit)
     }
 
     fn count_by_state(&self) -> Result<Vec<(State, i64)>> {

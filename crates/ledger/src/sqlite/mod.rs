@@ -10,6 +10,7 @@
 pub mod backup;
 mod decode;
 pub(crate) mod moved;
+mod page;
 mod sql;
 mod statements;
 mod store;

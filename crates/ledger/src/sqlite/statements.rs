@@ -203,7 +203,7 @@ impl Ledger {
     }
 
     /// A ledger opened as it is (`inspect`) may predate the side table.
-    fn has_inquiry_table(&self) -> Result<bool> {
+    pub(super) fn has_inquiry_table(&self) -> Result<bool> {
         Ok(self
             .conn
             .prepare_cached(
@@ -261,7 +261,8 @@ impl Ledger {
         self.rows(&sql, params![i64::try_from(limit).unwrap_or(i64::MAX)])
     }
 
-    /// Every row, oldest change first (for `inspect`; ledgers are kept small by purge).
+    /// Every row, oldest change first (the chaos run's checks; `inspect` reads pages, see
+    /// `crate::page`).
     pub fn all_rows(&self) -> Result<Vec<Row>> {
         let sql = format!("SELECT {ROW_COLUMNS} FROM tx ORDER BY updated_at, guid");
         self.rows(&sql, [])

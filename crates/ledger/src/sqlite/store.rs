@@ -7,6 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::Ledger;
 use crate::error::Result;
+use crate::page::{Counted, Cursor};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{Durability, InquiryRecord, Store, health_read_back};
 
@@ -125,6 +126,34 @@ impl<H: Hold> Store for H {
     }
     fn all_rows(&self) -> Result<Vec<Row>> {
         self.read_with(|l| l.all_rows())
+    }
+    fn state_page(
+        &self,
+        state: State,
+        older_than_secs: Option<u64>,
+        after: Option<&Cursor>,
+        limit: u64,
+    ) -> Result<Vec<(Cursor, Row)>> {
+        self.read_with(|l| l.state_page(state, older_than_secs, after, limit))
+    }
+    fn row_age_secs(&self, guid: &str) -> Result<Option<f64>> {
+        self.read_with(|l| l.row_age_secs(guid))
+    }
+    fn inquiry_record(&self, guid: &str) -> Result<Option<InquiryRecord>> {
+        self.read_with(|l| l.inquiry_record(guid))
+    }
+    fn count_aged(&self, state: State, older_than_secs: Option<u64>) -> Result<i64> {
+        self.read_with(|l| l.count_aged(state, older_than_secs))
+    }
+    fn at_attempt_cap(&self, max_attempts: i64, limit: u64) -> Result<Counted<Row>> {
+        self.read_with(|l| l.at_attempt_cap(max_attempts, limit))
+    }
+    fn needs_operator_first(
+        &self,
+        max_inquiries: u32,
+        limit: u64,
+    ) -> Result<Counted<InquiryRecord>> {
+        self.read_with(|l| l.needs_operator_first(max_inquiries, limit))
     }
     fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
         self.read_with(|l| l.count_by_state())

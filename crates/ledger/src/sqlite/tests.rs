@@ -233,3 +233,97 @@ fn a_file_from_a_newer_build_is_refused_and_left_as_it_is() {
         .unwrap();
     assert_eq!(version, 99, "not downgraded");
 }
+
+#[test]
+fn pages_by_keyset_give_every_row_once_and_counts_count_them_all() {
+    use crate::page::PageQuery;
+    use crate::store::Store;
+
+    let (_dir, l) = temp();
+    // Ties of updated_at within a state and across states; an old row; E902 rows by attempt.
+    l.conn
+        .execute_batch(
+            "INSERT INTO tx (guid, state, rsp_code, attempts, updated_at) VALUES
+             ('B', 'DONE', '0000', 1, '2026-01-01 00:00:01'),
+             ('A', 'DONE', '0000', 1, '2026-01-01 00:00:01'),
+             ('C', 'FAILED', 'E902', 3, '2026-01-01 00:00:01'),
+             ('D', 'DONE', '0000', 1, '2026-01-01 00:00:02'),
+             ('E', 'FAILED', 'E902', 1, '2026-01-01 00:00:00'),
+             ('F', 'UNKNOWN', 'E901', 1, '2025-01-01 00:00:00'),
+             ('G', 'FAILED', 'E902', 5, '2026-01-01 00:00:03');",
+        )
+        .unwrap();
+    let store = std::sync::Mutex::new(l);
+    let mut q = PageQuery {
+        state: None,
+        older_than_secs: None,
+        after: None,
+        limit: 2,
+    };
+    let mut seen = Vec::new();
+    loop {
+        let p = store.page(&q).unwrap();
+        assert!(p.rows.len() <= 2);
+        seen.extend(p.rows.into_iter().map(|r| r.guid));
+        match p.next {
+            Some(c) => q.after = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["F", "E", "A", "B", "C", "D", "G"]);
+
+    q.state = Some(State::Done);
+    q.after = None;
+    let p = store.page(&q).unwrap();
+    let guids: Vec<&str> = p.rows.iter().map(|r| r.guid.as_str()).collect();
+    assert_eq!(guids, ["A", "B"]);
+    let next = p.next.expect("D follows");
+    assert_eq!(
+        (next.at.as_str(), next.guid.as_str()),
+        ("2026-01-01 00:00:01", "B")
+    );
+    q.after = Some(next);
+    let p = store.page(&q).unwrap();
+    assert_eq!(
+        (p.rows.len(), &p.rows[0].guid, p.next),
+        (1, &"D".to_string(), None)
+    );
+
+    // Ages by the database's clock: a row of 2025 is older than a day, not than a century.
+    assert_eq!(store.count_aged(State::Unknown, Some(86_400)).unwrap(), 1);
+    assert_eq!(
+        store
+            .count_aged(State::Unknown, Some(36_500 * 86_400))
+            .unwrap(),
+        0
+    );
+    assert_eq!(store.count_aged(State::Failed, None).unwrap(), 3);
+
+    let capped = store.at_attempt_cap(3, 1).unwrap();
+    assert_eq!(capped.total, 2);
+    assert_eq!(
+        capped
+            .first
+            .iter()
+            .map(|r| r.guid.as_str())
+            .collect::<Vec<_>>(),
+        ["C"]
+    );
+    assert!(
+        store
+            .row_age_secs("F")
+            .unwrap()
+            .is_some_and(|a| a > 86_400.0)
+    );
+    assert_eq!(store.row_age_secs("nope").unwrap(), None);
+    for _ in 0..3 {
+        store.record_inquiry_failure("F", "down", 60).unwrap();
+    }
+    let given_up = store.needs_operator_first(3, 0).unwrap();
+    assert_eq!((given_up.total, given_up.first.len()), (1, 0));
+    assert_eq!(
+        store.inquiry_record("F").unwrap().map(|r| r.failures),
+        Some(3)
+    );
+    assert_eq!(store.inquiry_record("A").unwrap(), None);
+}
