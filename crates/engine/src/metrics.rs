@@ -432,8 +432,12 @@ impl Metrics {
                 counts: store.count_by_state()?,
                 oldest_unknown: store.oldest_age_secs(State::Unknown)?,
                 oldest_failed: store.oldest_age_secs(State::Failed)?,
-                needs_operator: store.count_needs_operator(limits.max_inquiries)?,
-                at_attempt_cap: store.count_at_attempt_cap(limits.max_attempts)?,
+                needs_operator: store
+                    .needs_operator_first(limits.max_inquiries, 0)
+                    .map(|c| c.total)?,
+                at_attempt_cap: store
+                    .at_attempt_cap(limits.max_attempts, 0)
+                    .map(|c| c.total)?,
             })
         })();
         let sample = match sampled {
@@ -601,8 +605,11 @@ mod tests {
         let oldest = store.oldest_age_secs(State::Unknown).unwrap().unwrap();
         assert!((3599.0..3700.0).contains(&oldest), "{oldest}");
         assert_eq!(store.oldest_age_secs(State::Failed).unwrap(), None);
-        assert_eq!(store.count_needs_operator(1).unwrap(), 0);
-        assert_eq!(store.count_at_attempt_cap(1).unwrap(), 0);
+        assert_eq!(
+            store.needs_operator_first(1, 0).map(|c| c.total).unwrap(),
+            0
+        );
+        assert_eq!(store.at_attempt_cap(1, 0).map(|c| c.total).unwrap(), 0);
         // The global gauges are shared with other tests: check the sample's own numbers.
         metrics()
             .sample(store.as_ref(), &Thresholds::default())
@@ -633,8 +640,11 @@ mod tests {
         // DONE is no longer in doubt, whatever its record says; FAILED/E902 from the cap up.
         let counts = |inquiries, attempts| {
             (
-                store.count_needs_operator(inquiries).unwrap(),
-                store.count_at_attempt_cap(attempts).unwrap(),
+                store
+                    .needs_operator_first(inquiries, 0)
+                    .map(|c| c.total)
+                    .unwrap(),
+                store.at_attempt_cap(attempts, 0).map(|c| c.total).unwrap(),
             )
         };
         assert_eq!(counts(20, 3), (2, 2));

@@ -136,16 +136,10 @@ pub trait Store: Send + Sync {
     /// `max_inquiries` failed inquiries; by GUID. Empty on a ledger that has no side table
     /// yet (`inspect` opens any ledger read-only, as it is).
     fn needs_operator(&self, max_inquiries: u32) -> Result<Vec<InquiryRecord>>;
-    /// How many GUIDs `needs_operator(max_inquiries)` lists, counted by the database (one
-    /// `count(*)`, no row read; 0 without the side table); for the relay's metrics.
-    fn count_needs_operator(&self, max_inquiries: u32) -> Result<i64>;
     /// Every failure record, by GUID (empty without the side table).
     fn inquiry_records(&self) -> Result<Vec<InquiryRecord>>;
     /// `FAILED`/`E902` rows below `max_attempts`, oldest first, at most `limit`.
     fn select_resendable(&self, max_attempts: i64, limit: Option<u64>) -> Result<Vec<Row>>;
-    /// `FAILED`/`E902` rows with at least `max_attempts` attempts: at reprocess's cap, never
-    /// resent again. One `count(*)`, no row read; for the relay's metrics.
-    fn count_at_attempt_cap(&self, max_attempts: i64) -> Result<i64>;
     /// `DONE` rows older than `days`, oldest first.
     fn select_purgeable(&self, days: u64) -> Result<Vec<Row>>;
     /// Deletes at most `limit` `DONE` rows older than `days` in one short transaction.

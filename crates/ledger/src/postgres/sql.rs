@@ -88,13 +88,6 @@ pub(super) const TOUCH_HEALTH: &str = "\
     ON CONFLICT (id) DO UPDATE SET at = excluded.at";
 pub(super) const READ_HEALTH: &str = "\
     SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') FROM relay_health WHERE id = 1";
-// The relay's metrics: counts, never rows (`NEEDS_OPERATOR`'s and `SELECT_RESENDABLE`'s
-// conditions, the latter's cap reached).
-pub(super) const COUNT_NEEDS_OPERATOR: &str = "\
-    SELECT count(*) FROM tx_inquiry i JOIN tx ON tx.guid = i.guid \
-    WHERE i.failures >= $1 AND tx.state IN ('UNKNOWN', 'SENT')";
-pub(super) const COUNT_AT_ATTEMPT_CAP: &str = "\
-    SELECT count(*) FROM tx WHERE state = 'FAILED' AND rsp_code = 'E902' AND attempts >= $1";
 pub(super) const OLDEST_AGE: &str = "\
     SELECT extract(epoch FROM now() - min(updated_at))::float8 FROM tx WHERE state = $1";
 pub(super) const PURGE_CHUNK: &str = "\

@@ -138,28 +138,8 @@ impl Store for PgStore {
         self.records(NEEDS_OPERATOR, params![max])
     }
 
-    fn count_needs_operator(&self, max_inquiries: u32) -> Result<i64> {
-        let max = i32::try_from(max_inquiries).unwrap_or(i32::MAX);
-        self.pool.run("sampling the ledger", move |c| {
-            let has = c.prepared(HAS_INQUIRY_TABLE)?;
-            if !c.client.query_one(&has, &[])?.get::<_, bool>(0) {
-                return Ok(0);
-            }
-            let st = c.prepared(COUNT_NEEDS_OPERATOR)?;
-            c.client.query_one(&st, &[&max])?.try_get(0)
-        })
-    }
-
     fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
         self.records(INQUIRY_RECORDS, params![])
-    }
-
-    fn count_at_attempt_cap(&self, max_attempts: i64) -> Result<i64> {
-        let max = attempts(max_attempts);
-        self.pool.run("sampling the ledger", move |c| {
-            let st = c.prepared(COUNT_AT_ATTEMPT_CAP)?;
-            c.client.query_one(&st, &[&max])?.try_get(0)
-        })
     }
 
     fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {

@@ -61,13 +61,6 @@ pub(super) const TOUCH_HEALTH: &str = "\
     INSERT INTO relay_health (id, at) VALUES (1, datetime('now')) \
     ON CONFLICT (id) DO UPDATE SET at = excluded.at";
 pub(super) const READ_HEALTH: &str = "SELECT at FROM relay_health WHERE id = 1";
-// The relay's metrics: counts, never rows (`needs_operator`'s and `select_resendable`'s
-// conditions, the latter's cap reached).
-pub(super) const COUNT_NEEDS_OPERATOR: &str = "\
-    SELECT count(*) FROM tx_inquiry i JOIN tx ON tx.guid = i.guid \
-    WHERE i.failures >= ?1 AND tx.state IN ('UNKNOWN', 'SENT')";
-pub(super) const COUNT_AT_ATTEMPT_CAP: &str = "\
-    SELECT count(*) FROM tx WHERE state = 'FAILED' AND rsp_code = 'E902' AND attempts >= ?1";
 pub(super) const OLDEST_AGE: &str = "\
     SELECT (julianday('now') - julianday(min(updated_at))) * 86400.0 FROM tx WHERE state = ?1";
 // The side table of failed inquiries. The record of a GUID's n-th failure says when the

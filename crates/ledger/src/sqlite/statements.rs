@@ -174,25 +174,6 @@ impl Ledger {
         self.records(&sql, params![i64::from(max_inquiries)])
     }
 
-    /// How many GUIDs `needs_operator` lists (a count, no row read).
-    pub fn count_needs_operator(&self, max_inquiries: u32) -> Result<i64> {
-        if !self.has_inquiry_table()? {
-            return Ok(0);
-        }
-        Ok(self
-            .conn
-            .prepare_cached(COUNT_NEEDS_OPERATOR)?
-            .query_row(params![i64::from(max_inquiries)], |r| r.get(0))?)
-    }
-
-    /// FAILED/E902 rows with at least `max_attempts` attempts (a count, no row read).
-    pub fn count_at_attempt_cap(&self, max_attempts: i64) -> Result<i64> {
-        Ok(self
-            .conn
-            .prepare_cached(COUNT_AT_ATTEMPT_CAP)?
-            .query_row(params![max_attempts], |r| r.get(0))?)
-    }
-
     /// Every failure record, by GUID.
     pub fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
         if !self.has_inquiry_table()? {

@@ -103,17 +103,11 @@ impl<H: Hold> Store for H {
     fn needs_operator(&self, max_inquiries: u32) -> Result<Vec<InquiryRecord>> {
         self.read_with(|l| l.needs_operator(max_inquiries))
     }
-    fn count_needs_operator(&self, max_inquiries: u32) -> Result<i64> {
-        self.read_with(|l| l.count_needs_operator(max_inquiries))
-    }
     fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
         self.read_with(|l| l.inquiry_records())
     }
     fn select_resendable(&self, max_attempts: i64, limit: Option<u64>) -> Result<Vec<Row>> {
         self.read_with(|l| l.select_resendable(max_attempts, limit))
-    }
-    fn count_at_attempt_cap(&self, max_attempts: i64) -> Result<i64> {
-        self.read_with(|l| l.count_at_attempt_cap(max_attempts))
     }
     fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
         self.read_with(|l| l.select_purgeable(days))
