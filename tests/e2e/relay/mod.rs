@@ -11,6 +11,7 @@ mod late_results;
 mod ledger_errors;
 mod limits;
 mod metrics;
+mod notify;
 mod replies;
 mod start;
 pub(crate) mod tls;
