@@ -38,6 +38,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    cli::generate_if_asked::<Args>();
     let args = Args::parse();
     cli::main("backup", || run(args))
 }

@@ -5,6 +5,7 @@
 
 #[cfg(feature = "tools")]
 pub mod flags;
+mod generate;
 mod logging;
 #[cfg(feature = "tools")]
 mod metrics_file;
@@ -19,6 +20,7 @@ use std::time::Instant;
 
 #[cfg(feature = "tools")]
 pub use flags::{Core, JsonFlag};
+pub use generate::{GENERATE_ENV, generate_if_asked, write_all as write_docs};
 pub use logging::{LogFormat, stderr_line};
 #[cfg(feature = "tools")]
 pub use metrics_file::RunCounts;

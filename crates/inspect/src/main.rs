@@ -179,6 +179,7 @@ fn usage_error(kind: clap::error::ErrorKind, message: String) -> ! {
 }
 
 fn main() -> ExitCode {
+    cli::generate_if_asked::<Args>();
     let args = Args::parse();
     let Some(db) = args.db.as_deref() else {
         usage_error(

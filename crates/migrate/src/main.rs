@@ -30,6 +30,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    cli::generate_if_asked::<Args>();
     let args = Args::parse();
     cli::main("migrate", || run(args))
 }

@@ -39,6 +39,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    cli::generate_if_asked::<Args>();
     let args = Args::parse();
     if args.days == 0 && !args.force {
         Args::command()

@@ -147,6 +147,7 @@ impl Args {
 }
 
 fn main() -> ExitCode {
+    cli::generate_if_asked::<Args>();
     let args = Args::parse().check();
     cli::main_logged("relay", args.log.log_format, || run(args))
 }

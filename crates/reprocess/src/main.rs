@@ -40,6 +40,7 @@ cli::core_batch_flags! {
 }
 
 fn main() -> ExitCode {
+    cli::generate_if_asked::<Args>();
     BatchOutput::main("reprocess", Args::parse(), |a| &a.batch.output, run)
 }
 

@@ -64,6 +64,7 @@ cli::core_batch_flags! {
 }
 
 fn main() -> ExitCode {
+    cli::generate_if_asked::<Args>();
     BatchOutput::main("resolve", Args::parse(), |a| &a.batch.output, run)
 }
 
