@@ -10,7 +10,7 @@
 #    environment files 0640 root:txrelay and conffiles, relay.env naming every RELAY_*
 #    setting of `relay --help`; the txrelay system user; /var/lib/txrelay 0750;
 # 3. `systemd-analyze verify` on every installed unit and timer, and the relay unit's
-#    `systemd-analyze security` exposure (at most 2.0: the documented 1.4 plus a margin);
+#    `systemd-analyze security` exposure (at most 2.0: the documented 1.2 plus a margin);
 # 4. one transfer through the installed binaries, against the workspace's core simulator
 #    and with its channel client (debug builds): with systemd as PID 1, the relay started
 #    by `systemctl start txrelay-relay.service` (Type=notify: it returns after READY=1) and
