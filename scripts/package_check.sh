@@ -103,8 +103,11 @@ done < <(/opt/txrelay/bin/relay --help | sed -n 's/.*\[env: \(RELAY_[A-Z_]*\).*/
 echo "ok: $(dpkg -L txrelay | wc -l) paths; user txrelay (uid $uid); env files 0640 root:txrelay"
 
 step "systemd-analyze verify (units and timers)"
-# The man pages are found through PATH (/etc/profile.d/txrelay.sh), as in a login shell.
-PATH="$PATH:/opt/txrelay/bin" systemd-analyze verify "${units[@]/#/$unit_dir/}"
+# The man pages are found through PATH (/etc/profile.d/txrelay.sh), as in a login shell;
+# without man(1) their check is skipped.
+man_check=()
+command -v man >/dev/null || man_check=(--man=no)
+PATH="$PATH:/opt/txrelay/bin" systemd-analyze verify "${man_check[@]}" "${units[@]/#/$unit_dir/}"
 echo "ok: ${#units[@]} units"
 exposure=$(systemd-analyze security --offline=true "$unit_dir/txrelay-relay.service" 2>/dev/null |
     sed -n 's/.*Overall exposure level for txrelay-relay.service: \([0-9.]*\).*/\1/p')
