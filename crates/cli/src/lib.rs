@@ -6,6 +6,7 @@
 mod failure;
 #[cfg(feature = "tools")]
 pub mod flags;
+mod generate;
 mod logging;
 #[cfg(feature = "tools")]
 mod metrics_file;
@@ -22,6 +23,7 @@ use std::time::Instant;
 pub use failure::{json_failures, print_failure, usage_exit};
 #[cfg(feature = "tools")]
 pub use flags::{Core, JsonFlag};
+pub use generate::{GENERATE_ENV, generate_if_asked, write_all as write_docs};
 pub use logging::{LogFormat, stderr_line};
 #[cfg(feature = "tools")]
 pub use metrics_file::RunCounts;

@@ -17,7 +17,10 @@ pub fn parse<T: Parser>() -> T {
 /// [`parse`] from the given arguments (the first is the program's name).
 /// With `--json` on the command line, a usage error also prints the failure object on
 /// stdout, and so does a later failure of the run (`crate::main`).
+/// First, with `TXRELAY_GENERATE=DIR`, the tool writes its man pages and completions there
+/// and exits ([`crate::generate_if_asked`]).
 pub fn parse_from<T: Parser, I: IntoIterator<Item = S>, S: Into<OsString>>(argv: I) -> T {
+    crate::generate_if_asked::<T>();
     let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
     crate::failure::note_json(&argv);
     try_parse_from(argv).unwrap_or_else(|e| crate::usage_exit(e, T::command().get_name()))

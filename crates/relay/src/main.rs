@@ -1,5 +1,7 @@
 //! `relay`: channels in (framed TCP), core out (HTTP), one ledger row per GUID in between.
 
+mod systemd;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -225,6 +227,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
                 reload(reloader.as_ref());
             } else {
                 info!("signal {sig}: shutting down, finishing requests in flight");
+                systemd::stopping();
                 handle.shutdown();
             }
         }
@@ -235,6 +238,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
         .and_then(|()| out.flush())
         .context("cannot write to stdout")?;
     drop(out);
+    systemd::ready();
     relay.serve();
     info!("shut down cleanly");
     Ok(cli::EXIT_SETTLED)

@@ -12,6 +12,7 @@ mod late_results;
 mod ledger_errors;
 mod limits;
 mod metrics;
+mod notify;
 mod reasons;
 mod replies;
 mod start;

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# package.sh: builds the Debian package `txrelay` (one .deb with every tool, the operator
+# wrappers, /etc/txrelay/{relay,batch}.env, the systemd units and timers, man pages, shell
+# completions and the docs) and prints its path on the last line of stdout.
+#
+#   scripts/package.sh            # release build, then target/debian/txrelay_*.deb
+#
+# Steps: `cargo build --release` of the packaged tools; their man pages and completions
+# written by the tools themselves (TXRELAY_GENERATE=DIR, crates/cli/src/generate.rs) into
+# target/release/txrelay-docs; `cargo deb -p relay --no-build` with the metadata of
+# crates/relay/Cargo.toml. cargo-deb is installed (`cargo install cargo-deb --locked`) when
+# missing. Honours CARGO_TARGET_DIR.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+tools=(relay resolve reprocess purge inspect migrate backup)
+target=${CARGO_TARGET_DIR:-$root/target}
+
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+fi
+
+if ! cargo deb --version >/dev/null 2>&1; then
+    echo "== cargo install cargo-deb --locked" >&2
+    cargo install cargo-deb --locked >&2
+fi
+
+echo "== cargo build --release ${tools[*]/#/-p }" >&2
+pkgs=()
+for t in "${tools[@]}"; do pkgs+=(-p "$t"); done
+cargo build --release --locked "${pkgs[@]}" >&2
+
+docs="$target/release/txrelay-docs"
+echo "== man pages and completions in $docs" >&2
+rm -rf "$docs"
+for t in "${tools[@]}"; do
+    TXRELAY_GENERATE="$docs/gen" "$target/release/$t"
+done
+# Where each shell looks for a command's completion: bash by the command's name.
+mkdir -p "$docs/man" "$docs/bash" "$docs/zsh" "$docs/fish"
+mv "$docs"/gen/man/*.1 "$docs/man/"
+for t in "${tools[@]}"; do
+    mv "$docs/gen/completions/$t.bash" "$docs/bash/$t"
+    mv "$docs/gen/completions/_$t" "$docs/zsh/"
+    mv "$docs/gen/completions/$t.fish" "$docs/fish/"
+done
+rm -rf "$docs/gen"
+
+echo "== cargo deb -p relay --no-build" >&2
+out=$(cargo deb -p relay --no-build)
+deb=$(printf '%s\n' "$out" | tail -n 1)
+[[ -f $deb ]] || { echo "package.sh: cargo deb printed no package path: $out" >&2; exit 1; }
+printf '%s\n' "$deb"
