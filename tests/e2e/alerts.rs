@@ -275,3 +275,15 @@ fn the_rules_and_the_dashboard_use_only_metrics_that_are_exported() {
     }
     assert!(used.len() > 25, "{used:?}");
 }
+
+#[test]
+fn every_runbook_an_alert_may_point_at_is_a_section_of_operations_md() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/operations.md");
+    for anchor in RUNBOOKS {
+        assert!(
+            doc.contains(&format!("<a id=\"{anchor}\"></a>")),
+            "docs/operations.md has no section #{anchor}"
+        );
+    }
+}
