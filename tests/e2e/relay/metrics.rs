@@ -37,11 +37,15 @@ fn metrics_count_the_requests_sent_and_promtool_accepts_a_scrape() {
     let mut core = Core::start(&[]);
     let (relay, admin) = relay_with_admin(&db, &core.url(), &["--late-reply-ms", "0"]);
 
-    // The sampler reads the ledger at once when it starts: the UNKNOWN row an hour old.
+    // The sampler reads the ledger at once when it starts: the UNKNOWN row an hour old. (Once,
+    // in a loaded CI run, a first scrape showed the row counted but its age 0: the wait is
+    // for the age, over two sampling intervals, so that only a sampler that never sees it
+    // fails.)
     let mut text = String::new();
-    assert!(eventually(WAIT, || {
+    assert!(eventually(2 * SAMPLE_WAIT, || {
         text = scrape(&admin);
         sample(&text, "txrelay_ledger_sampled_timestamp_seconds") > 0.0
+            && sample(&text, "txrelay_ledger_oldest_unknown_age_seconds") > 0.0
     }));
     assert_eq!(sample(&text, "txrelay_ledger_rows{state=\"UNKNOWN\"}"), 1.0);
     assert_eq!(sample(&text, "txrelay_ledger_rows{state=\"DONE\"}"), 0.0);
@@ -235,11 +239,19 @@ fn json_logs_carry_the_request_line_fields_as_keys() {
 }
 
 /// The first scrape after the sampler's first reading (it reads at once when it starts).
+/// The sampler's interval (10 s) and a margin: how long a gauge may take to show a reading.
+const SAMPLE_WAIT: std::time::Duration = std::time::Duration::from_secs(12);
+
 fn first_sample(admin: &str) -> String {
+    sample_where(admin, |_| true)
+}
+
+/// A scrape taken after a sample that satisfies `ready` (within two sampling intervals).
+fn sample_where(admin: &str, ready: impl Fn(&str) -> bool) -> String {
     let mut text = String::new();
-    assert!(eventually(WAIT, || {
+    assert!(eventually(2 * SAMPLE_WAIT, || {
         text = scrape(admin);
-        sample(&text, "txrelay_ledger_sampled_timestamp_seconds") > 0.0
+        sample(&text, "txrelay_ledger_sampled_timestamp_seconds") > 0.0 && ready(&text)
     }));
     text
 }
@@ -280,7 +292,8 @@ fn needs_operator_the_attempt_cap_and_the_oldest_failed_are_sampled_against_the_
         &s.core().url(),
         &["--max-inquiries", "2", "--max-attempts", "2"],
     );
-    let text = first_sample(&admin);
+    // (The same once-seen first scrape with the rows counted and the rest 0: wait for it.)
+    let text = sample_where(&admin, |t| sample(t, "txrelay_ledger_needs_operator") > 0.0);
     assert_eq!(
         sample(&text, "txrelay_ledger_needs_operator"),
         2.0,
