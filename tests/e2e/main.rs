@@ -36,6 +36,7 @@ mod chaos_smoke;
 mod inspect;
 mod lifecycle;
 mod purge;
+mod reconcile;
 mod relay;
 mod reprocess;
 mod resolve;
