@@ -37,6 +37,7 @@ mod inspect;
 mod lifecycle;
 mod purge;
 mod reconcile;
+mod reconcile_million;
 mod relay;
 mod reprocess;
 mod resolve;

@@ -11,7 +11,9 @@
 use ledger::{ReconcileRow, State};
 use serde::Serialize;
 
-use crate::journal::{Booking, Bookings, Journal};
+use std::ops::Range;
+
+use crate::journal::{Booking, Journal};
 use crate::reply::{self, Stored};
 use crate::time::{Secs, format_rfc3339, parse_ledger};
 use crate::window::Window;
@@ -63,7 +65,7 @@ pub struct ShownBooking {
 }
 
 impl ShownBooking {
-    fn of(b: &Booking) -> ShownBooking {
+    fn of(b: &Booking<'_>) -> ShownBooking {
         ShownBooking {
             core_ref: b.core_ref.to_string(),
             amount: b.amount,
@@ -236,6 +238,8 @@ impl Report {
 /// Reconciles a journal against ledger rows fed one at a time.
 pub struct Reconciler {
     journal: Journal,
+    /// Entries whose GUID has a row.
+    seen: Vec<bool>,
     window: Window,
     counts: Counts,
     breaks: Vec<Break>,
@@ -245,12 +249,14 @@ pub struct Reconciler {
 impl Reconciler {
     pub fn new(journal: Journal, window: Window) -> Reconciler {
         let mut totals = Totals::default();
-        for b in journal.by_guid.values().flat_map(Bookings::iter) {
+        for i in 0..journal.len() {
+            let b = journal.booking(i);
             if window.contains(b.booked_at) {
                 totals.journal.add(b.amount);
             }
         }
         Reconciler {
+            seen: vec![false; journal.len()],
             journal,
             window,
             counts: Counts::default(),
@@ -259,13 +265,18 @@ impl Reconciler {
         }
     }
 
-    fn booked_in_window(&self, bookings: &Bookings) -> bool {
-        bookings.iter().any(|b| self.window.contains(b.booked_at))
+    fn booked_in_window(&self, bookings: &Range<usize>) -> bool {
+        bookings
+            .clone()
+            .any(|i| self.window.contains(self.journal.booking(i).booked_at))
     }
 
     /// One ledger row.
     pub fn row(&mut self, row: ReconcileRow) {
-        let bookings = self.journal.by_guid.remove(row.guid.as_str());
+        let bookings = self.journal.find(&row.guid);
+        if let Some(b) = &bookings {
+            self.seen[b.clone()].fill(true);
+        }
         let done_0000 = row.state == State::Done && row.rsp_code.as_deref() == Some("0000");
         let stored: Option<Result<Stored, String>> = if done_0000 {
             Some(match &row.response {
@@ -294,21 +305,24 @@ impl Reconciler {
         }
         let class = match &bookings {
             None => Class::Missing,
-            Some(b) if b.count() > 1 => Class::Double,
+            Some(b) if b.len() > 1 => Class::Double,
             Some(b) => match row.state {
                 State::Failed => Class::Ghost,
                 State::Done if !done_0000 => Class::Ghost,
                 State::Unknown | State::Sent | State::Received => Class::Pending,
-                State::Done => match &stored {
-                    Some(Ok(s))
-                        if s.core_ref == *b.first.core_ref
-                            && s.amount == b.first.amount
-                            && s.booked_at == b.first.booked_at =>
-                    {
-                        Class::Matched
+                State::Done => {
+                    let first = self.journal.booking(b.start);
+                    match &stored {
+                        Some(Ok(s))
+                            if s.core_ref == first.core_ref
+                                && s.amount == first.amount
+                                && s.booked_at == first.booked_at =>
+                        {
+                            Class::Matched
+                        }
+                        _ => Class::Mismatch,
                     }
-                    _ => Class::Mismatch,
-                },
+                }
             },
         };
         self.counts.bump(class);
@@ -327,7 +341,7 @@ impl Reconciler {
             };
             self.breaks.push(Break {
                 class,
-                journal: shown_all(bookings.as_ref()),
+                journal: self.shown_all(bookings),
                 guid: row.guid,
                 ledger: Some(ShownRow {
                     state: row.state.as_str(),
@@ -340,14 +354,29 @@ impl Reconciler {
         }
     }
 
+    fn shown_all(&self, bookings: Option<Range<usize>>) -> Vec<ShownBooking> {
+        let mut v: Vec<ShownBooking> = bookings
+            .into_iter()
+            .flatten()
+            .map(|i| ShownBooking::of(&self.journal.booking(i)))
+            .collect();
+        v.sort_by(|a, b| (&a.booked_at, &a.core_ref).cmp(&(&b.booked_at, &b.core_ref)));
+        v
+    }
+
     /// The report, once every row has been fed: the bookings left have no row.
     pub fn finish(mut self) -> Report {
-        let journal = std::mem::take(&mut self.journal.by_guid);
-        for (guid, bookings) in journal {
+        let groups: Vec<Range<usize>> = self
+            .journal
+            .groups()
+            .filter(|g| !self.seen[g.start])
+            .collect();
+        for bookings in groups {
             if !self.booked_in_window(&bookings) {
                 continue;
             }
-            let class = if bookings.count() > 1 {
+            let guid = self.journal.guid(bookings.start).to_string();
+            let class = if bookings.len() > 1 {
                 Class::Double
             } else {
                 Class::Ghost
@@ -355,8 +384,8 @@ impl Reconciler {
             self.counts.bump(class);
             self.breaks.push(Break {
                 class,
-                guid: guid.into(),
-                journal: shown_all(Some(&bookings)),
+                guid,
+                journal: self.shown_all(Some(bookings)),
                 ledger: None,
             });
         }
@@ -372,14 +401,4 @@ impl Reconciler {
             totals: self.totals,
         }
     }
-}
-
-fn shown_all(bookings: Option<&Bookings>) -> Vec<ShownBooking> {
-    let mut v: Vec<ShownBooking> = bookings
-        .into_iter()
-        .flat_map(Bookings::iter)
-        .map(ShownBooking::of)
-        .collect();
-    v.sort_by(|a, b| (&a.booked_at, &a.core_ref).cmp(&(&b.booked_at, &b.core_ref)));
-    v
 }
