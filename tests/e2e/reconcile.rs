@@ -645,3 +645,55 @@ sqlite_only! {
         assert!(!db.path().exists());
     }
 }
+
+/// `bash scripts/reconcile.sh ARGS` with only PATH, the binaries' directory and `env`.
+fn reconcile_sh(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/reconcile.sh");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(script).args(args).env_clear();
+    cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd.env("RELAY_BIN_DIR", testkit::spawn::bin_dir());
+    cmd.envs(env.iter().copied());
+    Run::command(cmd, std::time::Duration::from_secs(60))
+}
+
+sqlite_only! {
+    "the wrapper's report directory defaults to the SQLite ledger's",
+    fn the_wrapper_reconciles_a_day_and_keeps_a_dated_report() {
+        let db = temp_ledger();
+        db.create();
+        // 2026-12-02: A (a ghost); B on the 3rd, outside the day.
+        let journal = journal_of(
+            &db,
+            &[&line("A", "C1", 1, T0), &line("B", "C2", 2, "2026-12-03T00:00:00Z")],
+        );
+        let j = journal.to_str().unwrap();
+        let env = [("LEDGER_DB", db.arg()), ("RECONCILE_JOURNAL", j), ("RECONCILE_DAY", "2026-12-02")];
+        let r = reconcile_sh(&[], &env);
+        r.expect_code(EXIT_FATAL);
+        let report = db.dir().join("reconcile-2026-12-02.txt");
+        let kept = fs::read_to_string(&report).expect("the dated report");
+        assert_eq!(kept, r.stdout());
+        assert!(kept.starts_with("ghost A: "), "{kept}");
+        assert!(kept.contains("window [2026-12-02T00:00:00Z, 2026-12-03T00:00:00Z): 0 double, 1 ghost"), "{kept}");
+        let last = r.stderr().lines().last().unwrap();
+        assert!(last.contains("reconcile.sh: reconcile exited 1 (breaks): reconcile: window"), "{}", r.stderr());
+        // The 3rd: B alone; --json passes through.
+        let env3 = [("LEDGER_DB", db.arg()), ("RECONCILE_JOURNAL", j), ("RECONCILE_DAY", "2026-12-03")];
+        let r = reconcile_sh(&["--json"], &env3);
+        r.expect_code(EXIT_FATAL);
+        assert_eq!(breaks(&r.json()), [("ghost".into(), "B".into())]);
+        // A bad journal: exit 3, and no report for the day.
+        let bad = journal_of(&db, &["{"]);
+        let env4 = [("LEDGER_DB", db.arg()), ("RECONCILE_JOURNAL", bad.to_str().unwrap()), ("RECONCILE_DAY", "2026-12-04")];
+        reconcile_sh(&[], &env4).expect_code(3);
+        assert!(!db.dir().join("reconcile-2026-12-04.txt").exists());
+        // Settings checked before anything runs.
+        reconcile_sh(&[], &[("LEDGER_DB", db.arg())]).expect_code(EXIT_USAGE);
+        reconcile_sh(&[], &[("LEDGER_DB", db.arg()), ("RECONCILE_JOURNAL", j), ("RECONCILE_DAY", "yesterday")]).expect_code(EXIT_USAGE);
+        // Another run holding the lock: 75, nothing done.
+        let lock = fs::File::create(format!("{}.reconcile.lock", db.arg())).unwrap();
+        lock.lock().unwrap();
+        reconcile_sh(&[], &env).expect_code(75);
+    }
+}
