@@ -697,3 +697,28 @@ sqlite_only! {
         reconcile_sh(&[], &env).expect_code(75);
     }
 }
+
+#[test]
+fn every_row_is_read_once_across_pages() {
+    skip_if_unavailable!();
+    // More rows than one page of PostgreSQL's cursor (10,000): each counted exactly once.
+    let db = temp_ledger();
+    let rows: Vec<RowSpec> = (0..25_003)
+        .map(|i| RowSpec::new(&format!("P-{i:05}"), State::Done).code("0000"))
+        .collect();
+    insert_all(&db, &rows);
+    let empty = journal_of(&db, &[]);
+    let j = reconcile_json(
+        &db,
+        &empty,
+        &[
+            "--from",
+            "2000-01-01T00:00:00Z",
+            "--to",
+            "2100-01-01T00:00:00Z",
+        ],
+        EXIT_FATAL,
+    );
+    assert_eq!(counts(&j), want(&[("missing", 25_003)]));
+    assert_eq!(j["totals"]["ledger"], json!({"count": 25_003, "amount": 0}));
+}
