@@ -1,7 +1,7 @@
 //! `reconcile` over a journal of a million lines and a ledger of a million rows (SQLite),
 //! measured under /usr/bin/time: seconds and peak RSS printed (`--nocapture`), recorded in
 //! docs/performance.md; the counts are checked exactly, the time is not asserted, the memory
-//! is bounded. Ignored (a measurement; about a minute in a debug build):
+//! is bounded. Ignored (a measurement; about 30 s in a debug build):
 //!
 //! ```text
 //! cargo build --release -p reconcile
