@@ -36,6 +36,8 @@ mod chaos_smoke;
 mod inspect;
 mod lifecycle;
 mod purge;
+mod reconcile;
+mod reconcile_million;
 mod relay;
 mod reprocess;
 mod resolve;

@@ -37,6 +37,8 @@ mod inspect;
 mod lifecycle;
 #[path = "../e2e/purge.rs"]
 mod purge;
+#[path = "../e2e/reconcile.rs"]
+mod reconcile;
 #[path = "../e2e/relay/mod.rs"]
 mod relay;
 #[path = "../e2e/reprocess/mod.rs"]

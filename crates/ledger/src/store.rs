@@ -148,6 +148,9 @@ pub trait Store: Send + Sync {
     fn recent_bookings(&self, limit: usize) -> Result<Vec<Row>>;
     /// Every row, oldest change first.
     fn all_rows(&self) -> Result<Vec<Row>>;
+    /// Every row as `reconcile` needs it, from one consistent snapshot (one statement on
+    /// SQLite, one REPEATABLE READ transaction on PostgreSQL), handed to `f` one at a time.
+    fn scan_for_reconcile(&self, f: &mut dyn FnMut(crate::reconcile::ReconcileRow)) -> Result<()>;
     /// Rows in `state` (unchanged for at least `older_than_secs`, if given) after `after`
     /// by `(updated_at, guid)`, oldest change first, at most `limit`, each with its key; on
     /// the index `tx_state_updated`, reading no more than that (see `crate::page`).

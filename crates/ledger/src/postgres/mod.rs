@@ -6,6 +6,7 @@
 
 mod page;
 mod pool;
+mod reconcile;
 mod schema;
 mod sql;
 mod store;

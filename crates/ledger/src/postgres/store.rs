@@ -165,6 +165,10 @@ impl Store for PgStore {
         self.rows("reading the ledger", ALL_ROWS, params![])
     }
 
+    fn scan_for_reconcile(&self, f: &mut dyn FnMut(crate::reconcile::ReconcileRow)) -> Result<()> {
+        self.pg_scan_for_reconcile(f)
+    }
+
     fn state_page(
         &self,
         state: State,

@@ -11,6 +11,7 @@ pub mod backup;
 mod decode;
 pub(crate) mod moved;
 mod page;
+mod reconcile;
 mod sql;
 mod statements;
 mod store;

@@ -121,6 +121,9 @@ impl<H: Hold> Store for H {
     fn all_rows(&self) -> Result<Vec<Row>> {
         self.read_with(|l| l.all_rows())
     }
+    fn scan_for_reconcile(&self, f: &mut dyn FnMut(crate::reconcile::ReconcileRow)) -> Result<()> {
+        self.read_with(|l| l.scan_for_reconcile(f))
+    }
     fn state_page(
         &self,
         state: State,

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# reconcile.sh: reconciles the ledger against the core's booking journal for one day (UTC),
+# under a lock, for cron; the report is kept in a dated file.
+# Settings come from the environment; see `reconcile.sh --help`.
+set -euo pipefail
+
+SELF=reconcile.sh
+SCRIPT_DIR=$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")
+# shellcheck source=SCRIPTDIR/lib.sh
+source "$SCRIPT_DIR/lib.sh"
+
+if wants_help "$@"; then
+    cat <<EOF
+Usage: $SELF [RECONCILE-OPTION...]
+
+Reconciles the ledger against the core's booking journal (read-only: no write to the
+ledger, no call to the core) for one day, under a lock; the report (one line per break
+and the summary, or JSON with --json) goes to stdout and to
+\$RECONCILE_REPORT_DIR/reconcile-DAY.txt (replaced atomically).
+
+Environment (empty variables count as unset):
+  LEDGER_DB              the relay's ledger (SQLite path or postgres:// URL); required
+                         unless RECONCILE_DB or a --db argument names it
+  RECONCILE_DB           the ledger, for reconcile only: wins over LEDGER_DB
+  RECONCILE_JOURNAL      the core's booking journal for the day (required unless a
+                         --journal argument names it)
+  RECONCILE_DAY          the day reconciled, YYYY-MM-DD (UTC): the window is
+                         [DAY 00:00:00Z, DAY+1 00:00:00Z)   [default: yesterday, UTC]
+                         (RECONCILE_FROM/RECONCILE_TO or --from/--to win)
+  RECONCILE_REPORT_DIR   directory of the dated reports   [default: the ledger's
+                         directory; required for a PostgreSQL ledger]
+  RECONCILE_METRICS_FILE counts per class for node_exporter's textfile collector
+  LOCK_DIR               directory of the lock file   [default: the ledger's directory;
+                         required for a PostgreSQL ledger]
+  RELAY_BIN_DIR          directory holding the reconcile binary
+  RUST_LOG               log filter of the tool       [default: info]
+
+Exit codes (the tool's, passed through):
+  0    no break
+  1    at least one break (double, ghost, mismatch, missing): see the report
+  2    usage: bad option or setting
+  3    the journal or the ledger cannot be read (one line naming it); no verdict
+  75   another $SELF run on the same ledger holds the lock; nothing was done
+  127  the reconcile binary was not found
+EOF
+    tool_help reconcile
+    exit 0
+fi
+
+batch_settings reconcile "$@"
+pass_through RECONCILE_JOURNAL RECONCILE_FROM RECONCILE_TO RECONCILE_METRICS_FILE
+if ! arg_value --journal "$@" && [[ -z ${RECONCILE_JOURNAL:-} ]]; then
+    die "$EXIT_CONFIG" "RECONCILE_JOURNAL is not set (nor a --journal argument): the core's booking journal is required (see $SELF --help)"
+fi
+DAY=${RECONCILE_DAY:-$(date -u -d yesterday +%Y-%m-%d)}
+if ! [[ $DAY =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] || ! date -u -d "$DAY" +%F >/dev/null 2>&1; then
+    die "$EXIT_CONFIG" "RECONCILE_DAY must be a day YYYY-MM-DD, got '$DAY'"
+fi
+window=()
+if ! arg_value --from "$@" && [[ -z ${RECONCILE_FROM:-} ]]; then
+    window+=(--from "${DAY}T00:00:00Z")
+fi
+if ! arg_value --to "$@" && [[ -z ${RECONCILE_TO:-} ]]; then
+    window+=(--to "$(date -u -d "$DAY + 1 day" +%F)T00:00:00Z")
+fi
+
+if [[ -n ${RECONCILE_REPORT_DIR:-} ]]; then
+    REPORT_DIR=$RECONCILE_REPORT_DIR
+elif [[ $DB == postgres://* || $DB == postgresql://* ]]; then
+    die "$EXIT_CONFIG" "RECONCILE_REPORT_DIR must be set for a PostgreSQL ledger ($SHOWN_DB)"
+else
+    REPORT_DIR=$(dirname -- "$DB")
+fi
+[[ -d $REPORT_DIR && -w $REPORT_DIR ]] || die "$EXIT_CONFIG" "RECONCILE_REPORT_DIR $REPORT_DIR is not a writable directory"
+REPORT="$REPORT_DIR/reconcile-$DAY.txt"
+
+BIN=$(need_bin reconcile)
+
+take_lock
+log "running $BIN (ledger $SHOWN_DB, journal $(effective --journal "${RECONCILE_JOURNAL:-}" "$@"), day $DAY, report $REPORT, lock $LOCK_FILE)${*:+ with: $(shown_args "$@")}"
+TMP=$(mktemp "$REPORT_DIR/.reconcile-$DAY.XXXXXX")
+trap 'rm -f -- "$TMP"' EXIT
+run_stamped "$BIN" "${window[@]}" "$@" >"$TMP"
+cat -- "$TMP"
+if ((RC <= 1)); then
+    chmod 0644 -- "$TMP"
+    mv -f -- "$TMP" "$REPORT"
+    if ((RC == 0)); then verdict='no break'; else verdict='breaks'; fi
+    log "reconcile exited $RC ($verdict): $(tail -n 1 -- "$REPORT")"
+else
+    log "reconcile exited $RC; no report written"
+fi
+exit "$RC"
