@@ -7,6 +7,7 @@
 mod admin_port;
 pub(crate) mod build_info;
 mod frames;
+mod http;
 mod late_replies;
 mod late_results;
 mod ledger_errors;
