@@ -150,7 +150,7 @@ fn malformed_keys_and_bodies_are_e900_naming_the_field_and_record_nothing() {
         (Some("\"..\""), good.clone(), "Idempotency-Key"),
         (Some("\"G H\""), good.clone(), "Idempotency-Key"),
         (
-            Some(&"\"0123456789012345678901234567890123456\""),
+            Some("\"0123456789012345678901234567890123456\""),
             good.clone(),
             "Idempotency-Key",
         ),

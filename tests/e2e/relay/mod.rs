@@ -8,6 +8,8 @@ mod admin_port;
 pub(crate) mod build_info;
 mod frames;
 mod http;
+mod http_conn;
+mod http_doors;
 mod late_replies;
 mod late_results;
 mod ledger_errors;

@@ -48,22 +48,35 @@ impl Answer {
 
 /// A keep-alive connection to the relay's HTTP port.
 pub struct Http {
+    /// The socket, for its timeouts.
     sock: TcpStream,
+    /// Where the bytes go: a clone of `sock`, or a TLS session on it.
+    io: Box<dyn testkit::channel::Io>,
     buf: Vec<u8>,
 }
 
 impl Http {
     pub fn connect(addr: &str) -> Http {
         let sock = TcpStream::connect(addr).expect("connect to the HTTP port");
+        let io = Box::new(sock.try_clone().expect("a clone of the socket"));
+        Http::over(sock, io)
+    }
+
+    /// Over `io`, a TLS session on `sock` say.
+    pub fn over(sock: TcpStream, io: Box<dyn testkit::channel::Io>) -> Http {
         sock.set_read_timeout(Some(ANSWER_WAIT)).unwrap();
         Http {
             sock,
+            io,
             buf: Vec::new(),
         }
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {
-        self.sock.write_all(bytes).expect("write");
+        self.io
+            .write_all(bytes)
+            .and_then(|()| self.io.flush())
+            .expect("write");
     }
 
     /// A POST /v1/transfers with `key` as the Idempotency-Key line (`None`: none).
@@ -118,7 +131,7 @@ impl Http {
         self.sock.set_read_timeout(Some(limit)).unwrap();
         let mut b = [0u8; 4096];
         loop {
-            match self.sock.read(&mut b) {
+            match self.io.read(&mut b) {
                 Ok(0) => return true,
                 Ok(_) => continue,
                 Err(e) => {
@@ -133,7 +146,7 @@ impl Http {
 
     fn fill(&mut self) -> bool {
         let mut b = [0u8; 4096];
-        match self.sock.read(&mut b) {
+        match self.io.read(&mut b) {
             Ok(0) | Err(_) => false,
             Ok(n) => {
                 self.buf.extend_from_slice(&b[..n]);
