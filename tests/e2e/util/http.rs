@@ -183,3 +183,19 @@ pub fn http_listen() -> (String, String) {
     let addr = format!("127.0.0.1:{}", testkit::free_port());
     ("--http-listen".to_string(), addr)
 }
+
+/// An HTTPS connection to `addr` trusting `tls`'s CA (and showing its identity, if any).
+/// Under TLS 1.3 a refused client certificate shows only at the first read.
+pub fn https_connect(addr: &str, tls: &testkit::tls_client::ClientTls) -> std::io::Result<Http> {
+    use rustls::pki_types::ServerName;
+    let config = tls.config().map_err(std::io::Error::other)?;
+    let name = ServerName::try_from("127.0.0.1").expect("a server name");
+    let conn = rustls::ClientConnection::new(config, name).map_err(std::io::Error::other)?;
+    let sock = TcpStream::connect(addr)?;
+    sock.set_read_timeout(Some(ANSWER_WAIT))?;
+    let mut session = rustls::StreamOwned::new(conn, sock.try_clone()?);
+    while session.conn.is_handshaking() {
+        session.conn.complete_io(&mut session.sock)?;
+    }
+    Ok(Http::over(sock, Box::new(session)))
+}
