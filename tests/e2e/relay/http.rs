@@ -298,3 +298,21 @@ fn get_answers_from_the_ledger_without_calling_the_core() {
     assert_eq!(s.core().inquiries(), 0);
     assert_eq!(s.core().bookings("G-H-GET"), 1);
 }
+
+#[test]
+fn a_ledger_that_cannot_be_written_is_503_e905_with_retry_after() {
+    skip_if_unavailable!();
+    let (s, h) = http_scene(&[], &[]);
+    let lock = WriteLock::take(&s.db, "G-H-LOCKED");
+    let a = http_post(&h, Some("\"G-H-LOCKED\""), &transfer_body(5, ""));
+    lock.release_after_waiters_gave_up();
+    assert_problem(&a, 503, Some("E905"));
+    assert!(a.header("retry-after").is_some());
+    assert_eq!(s.db.state("G-H-LOCKED"), None);
+    assert_eq!(s.core().total_bookings(), 0);
+    // The same key afterwards goes through.
+    assert_eq!(
+        http_post(&h, Some("\"G-H-LOCKED\""), &transfer_body(5, "")).status,
+        200
+    );
+}

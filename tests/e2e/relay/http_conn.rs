@@ -122,3 +122,15 @@ fn the_peer_limit_counts_tcp_and_http_connections_together() {
         c.answer().is_some_and(|a| a.status == 200)
     }));
 }
+
+#[test]
+fn a_shutdown_closes_idle_http_connections_and_stops_both_listeners() {
+    skip_if_unavailable!();
+    let (mut s, h) = http_scene(&[], &[]);
+    let mut c = Http::connect(&h);
+    assert_eq!(c.get("/v1/transfers/G-K-STOP").status, 404);
+    s.relay().signal("-TERM");
+    assert!(c.closed_within(Duration::from_secs(10)));
+    let exit = s.relay_mut().wait_exit(Duration::from_secs(10));
+    assert!(exit.is_some_and(|e| e.success()), "{exit:?}");
+}
