@@ -10,6 +10,7 @@ mod frames;
 mod http;
 mod http_conn;
 mod http_doors;
+mod http_openapi;
 mod http_tls;
 mod late_replies;
 mod late_results;
