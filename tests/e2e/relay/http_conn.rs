@@ -134,3 +134,23 @@ fn a_shutdown_closes_idle_http_connections_and_stops_both_listeners() {
     let exit = s.relay_mut().wait_exit(Duration::from_secs(10));
     assert!(exit.is_some_and(|e| e.success()), "{exit:?}");
 }
+
+#[test]
+fn expect_100_continue_gets_the_interim_answer_before_the_body() {
+    skip_if_unavailable!();
+    let (s, h) = http_scene(&[], &[]);
+    let body = transfer_body(44, "continue");
+    let mut c = Http::connect(&h);
+    c.send_raw(
+        format!(
+            "POST /v1/transfers HTTP/1.1\r\nHost: r\r\nContent-Type: application/json\r\n\
+             Idempotency-Key: \"G-K-CONT\"\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(c.answer().unwrap().status, 100);
+    c.send_raw(body.as_bytes());
+    assert_eq!(c.answer().unwrap().status, 200);
+    assert_eq!(s.core().bookings("G-K-CONT"), 1);
+}

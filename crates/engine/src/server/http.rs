@@ -73,7 +73,12 @@ pub(super) fn serve_http<S: Read + Write>(
             ),
             len => {
                 let body = match len {
-                    BodyLen::Length(n) => Some(read_body(reader, sock, n, deadline)?),
+                    BodyLen::Length(n) => {
+                        if n > 0 && head.expects_continue() {
+                            continue_now(reader.get_mut())?;
+                        }
+                        Some(read_body(reader, sock, n, deadline)?)
+                    }
                     _ => None,
                 };
                 let a = route(&ctx, &head, body.as_deref(), started);
@@ -85,6 +90,14 @@ pub(super) fn serve_http<S: Read + Write>(
             return Ok(());
         }
     }
+}
+
+/// The interim answer a client that sent `Expect: 100-continue` waits for (curl does, for
+/// bodies over 1 KiB), before it sends the body.
+fn continue_now(out: &mut impl Write) -> Result<(), ConnEnd> {
+    out.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+        .and_then(|()| out.flush())
+        .map_err(ConnEnd::Io)
 }
 
 /// Writes `a` and counts it.

@@ -35,6 +35,14 @@ impl Head {
             .map(|(_, v)| v.as_slice())
     }
 
+    /// Whether an HTTP/1.1 client waits for `100 Continue` before it sends its body.
+    pub fn expects_continue(&self) -> bool {
+        self.version == 1
+            && self
+                .all("expect")
+                .any(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"))
+    }
+
     /// Whether the connection stays open after the answer (HTTP/1.1 unless `close`;
     /// HTTP/1.0 only with `keep-alive`).
     pub fn keep_alive(&self) -> bool {
