@@ -108,6 +108,11 @@ pub struct Metrics {
     pub connections_refused: IntCounterVec,
     /// Requests answered, by the connection's channel identity (`-`: anonymous).
     pub channel_requests: IntCounterVec,
+    /// Requests answered, by the door they came through (`tcp`: frames, `http`: §9).
+    pub door_requests: IntCounterVec,
+    /// Answers of the HTTP channel API (CONTRACT §9), by HTTP status and result code (`-`
+    /// for the problems that carry none: 404, 405, 411, 413, 415, a bad head).
+    pub http_responses: IntCounterVec,
     /// TLS handshakes on the channel listener that did not end in a session, by reason.
     pub tls_refused: IntCounterVec,
     /// Seconds until the channel listener's certificate expires (negative: expired);
@@ -221,6 +226,23 @@ impl Metrics {
                 "Requests answered, by the channel identity of the connection (its client \
                  certificate's CN; \"-\" for an anonymous channel).",
                 "channel",
+            ),
+            door_requests: counter_vec(
+                "txrelay_door_requests_total",
+                "Transfer requests answered, by door (tcp: frames, http: the HTTP API).",
+                "door",
+            ),
+            http_responses: reg(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "txrelay_http_responses_total",
+                        "Answers of the HTTP channel API, by HTTP status and result code \
+                         (\"-\": none).",
+                    ),
+                    &["status", "code"],
+                )
+                .expect("valid counter"),
             ),
             tls_refused: counter_vec(
                 "txrelay_tls_handshakes_refused_total",
@@ -363,6 +385,9 @@ impl Metrics {
             m.requests
                 .with_label_values(&[&String::from_utf8_lossy(&code)]);
         }
+        for door in ["tcp", "http"] {
+            m.door_requests.with_label_values(&[door]);
+        }
         for limit in ["max_connections", "max_connections_per_peer"] {
             m.connections_refused.with_label_values(&[limit]);
         }
@@ -401,7 +426,8 @@ impl Metrics {
     }
 
     /// One answered request, on a connection of `channel` (`None`: anonymous).
-    pub fn request(&self, code: &[u8], channel: Option<&str>) {
+    pub fn request(&self, code: &[u8], channel: Option<&str>, door: &str) {
+        self.door_requests.with_label_values(&[door]).inc();
         let code = String::from_utf8_lossy(code);
         self.requests.with_label_values(&[code.as_ref()]).inc();
         self.channel_requests
@@ -531,7 +557,7 @@ mod tests {
     #[test]
     fn the_exposition_has_every_family_with_help_and_type() {
         let m = metrics();
-        m.request(b"0000", None);
+        m.request(b"0000", None, "tcp");
         m.core_call("not_sent", Duration::from_millis(3));
         m.commit(4, Duration::from_micros(700));
         let text = m.encode();

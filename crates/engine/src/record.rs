@@ -27,6 +27,8 @@ pub struct Handled {
     pub state: Option<State>,
     /// For the log: which field broke which rule (an `E900`).
     pub detail: Option<&'static str>,
+    /// Answered from a row that was already DONE (its stored reply): a replay.
+    pub replayed: bool,
 }
 
 impl Handled {
@@ -38,6 +40,7 @@ impl Handled {
             code: c.code,
             state: Some(c.to),
             detail: None,
+            replayed: false,
         }
     }
 
@@ -48,6 +51,7 @@ impl Handled {
             code,
             state,
             detail: None,
+            replayed: false,
         }
     }
 }
@@ -72,6 +76,7 @@ pub(crate) fn answer_from_row(row: &Row, channel: Option<&str>, msg: &[u8]) -> O
                 code: stored_code(stored),
                 state: Some(State::Done),
                 detail: None,
+                replayed: true,
             }),
             // A hand-made DONE row: never invent a body.
             None => short(wire::E_UNKNOWN),

@@ -14,6 +14,7 @@ mod descriptors;
 mod error;
 mod frames;
 mod handshake;
+mod http;
 pub mod identity;
 mod ledger_lock;
 #[cfg(test)]
@@ -55,6 +56,9 @@ const CONNECTION_STACK: usize = 256 * 1024;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: String,
+    /// `--http-listen`: where the HTTP channel API (CONTRACT §9) is served beside the TCP
+    /// listener (`None`: not at all); same ledger, limits, timeouts and TLS.
+    pub http_listen: Option<String>,
     pub core_url: String,
     /// `--core-ca`, `--core-cert`, `--core-key` (for an https:// core).
     pub core_tls: TlsFiles,
@@ -193,6 +197,8 @@ fn admin_err(addr: &str, source: io::Error) -> StartError {
 
 pub struct Relay {
     listener: TcpListener,
+    /// The HTTP channel API's listener, if `Config::http_listen` was given.
+    http_listener: Option<TcpListener>,
     shared: Arc<Shared>,
     /// The admin port, if `Config::admin` was given; stopped when `serve` returns.
     admin: Option<Admin>,
@@ -204,6 +210,7 @@ pub struct Relay {
 #[derive(Clone)]
 pub struct ShutdownHandle {
     wake_addr: SocketAddr,
+    http_wake_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
 }
 
@@ -221,7 +228,9 @@ impl ShutdownHandle {
             }
         }
         // `accept` has no timeout: wake it with a connection of our own.
-        let _ = TcpStream::connect_timeout(&self.wake_addr, Duration::from_secs(1));
+        for addr in std::iter::once(self.wake_addr).chain(self.http_wake_addr) {
+            let _ = TcpStream::connect_timeout(&addr, Duration::from_secs(1));
+        }
     }
 }
 
@@ -258,6 +267,19 @@ impl Relay {
             source,
         })?;
         widen_backlog(&listener);
+        let http_listener = config
+            .http_listen
+            .as_deref()
+            .map(|addr| {
+                TcpListener::bind(addr).map_err(|source| StartError::Bind {
+                    addr: addr.to_string(),
+                    source,
+                })
+            })
+            .transpose()?;
+        if let Some(l) = &http_listener {
+            widen_backlog(l);
+        }
         let admin_listener = config
             .admin
             .as_deref()
@@ -293,6 +315,7 @@ impl Relay {
         };
         Ok(Relay {
             listener,
+            http_listener,
             admin,
             _lock: lock,
             shared: Arc::new(Shared {
@@ -320,41 +343,47 @@ impl Relay {
         self.listener.local_addr()
     }
 
+    /// The HTTP channel API's address, if `Config::http_listen` was given.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+    }
+
     /// The admin port's address, if `Config::admin` was given.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.as_ref().map(Admin::local_addr)
     }
 
     pub fn shutdown_handle(&self) -> io::Result<ShutdownHandle> {
-        let mut wake_addr = self.local_addr()?;
-        if wake_addr.ip().is_unspecified() {
-            wake_addr.set_ip(match wake_addr {
-                SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
-            });
-        }
+        let http_wake_addr = match &self.http_listener {
+            Some(l) => Some(wake_addr(l.local_addr()?)),
+            None => None,
+        };
         Ok(ShutdownHandle {
-            wake_addr,
+            wake_addr: wake_addr(self.local_addr()?),
+            http_wake_addr,
             shared: Arc::clone(&self.shared),
         })
     }
 
-    /// Accepts connections until a shutdown, then waits for every connection to finish.
+    /// Accepts connections (on both doors) until a shutdown, then waits for every connection
+    /// to finish.
     pub fn serve(self) {
-        for stream in self.listener.incoming() {
-            if self.shared.stopping() {
-                break;
+        let http = self.http_listener.map(|listener| {
+            let shared = Arc::clone(&self.shared);
+            thread::Builder::new()
+                .name("http-accept".into())
+                .spawn(move || accept_loop(&shared, listener, Door::Http))
+        });
+        accept_loop(&self.shared, self.listener, Door::Tcp);
+        match http {
+            Some(Ok(accepting)) => {
+                let _ = accepting.join();
             }
-            match stream {
-                Ok(s) => self.admit(s),
-                Err(e) => {
-                    // Out of file descriptors, typically: back off instead of spinning.
-                    warn!("accept failed: {e}");
-                    thread::sleep(Duration::from_millis(50));
-                }
-            }
+            Some(Err(e)) => warn!("cannot start the HTTP accept thread: {e}"),
+            None => {}
         }
-        drop(self.listener);
         let mut conns = self.shared.conns();
         while !conns.open.is_empty() {
             info!("waiting for {} connection(s) to finish", conns.open.len());
@@ -382,28 +411,73 @@ impl Relay {
     pub fn late_replies(&self) -> Option<Arc<LateReplies>> {
         self.shared.late.clone()
     }
+}
 
-    fn admit(&self, stream: TcpStream) {
-        let accepted = Instant::now();
-        let Ok(peer) = stream.peer_addr() else {
-            return; // already gone
-        };
-        let Some(mut slot) = Slot::take(&self.shared, peer.ip(), stream) else {
-            return;
-        };
-        let spawned = thread::Builder::new()
-            .name("conn".into())
-            .stack_size(CONNECTION_STACK)
-            .spawn(move || {
-                // The slot is freed when this closure ends, however it ends (a panic
-                // included), or when it is dropped unrun because the thread did not start.
-                if let Err(e) = serve_connection(&mut slot, peer, accepted) {
-                    info!("connection {peer} closed: {e}");
-                }
-            });
-        if let Err(e) = spawned {
-            warn!("cannot start a connection thread: {e}");
+/// Where a listener's own connection reaches it (an unspecified address: loopback).
+fn wake_addr(mut addr: SocketAddr) -> SocketAddr {
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    addr
+}
+
+/// Which listener a connection came through: the frames of §2 or the HTTP API of §9.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Door {
+    Tcp,
+    Http,
+}
+
+impl Door {
+    /// The `door` label and log field.
+    fn as_str(self) -> &'static str {
+        match self {
+            Door::Tcp => "tcp",
+            Door::Http => "http",
         }
+    }
+}
+
+/// Accepts connections on `listener` until a shutdown; both doors share `shared`'s limits.
+fn accept_loop(shared: &Arc<Shared>, listener: TcpListener, door: Door) {
+    for stream in listener.incoming() {
+        if shared.stopping() {
+            break;
+        }
+        match stream {
+            Ok(s) => admit(shared, s, door),
+            Err(e) => {
+                // Out of file descriptors, typically: back off instead of spinning.
+                warn!("accept failed: {e}");
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+fn admit(shared: &Arc<Shared>, stream: TcpStream, door: Door) {
+    let accepted = Instant::now();
+    let Ok(peer) = stream.peer_addr() else {
+        return; // already gone
+    };
+    let Some(mut slot) = Slot::take(shared, peer.ip(), stream) else {
+        return;
+    };
+    let spawned = thread::Builder::new()
+        .name("conn".into())
+        .stack_size(CONNECTION_STACK)
+        .spawn(move || {
+            // The slot is freed when this closure ends, however it ends (a panic
+            // included), or when it is dropped unrun because the thread did not start.
+            if let Err(e) = serve_connection(&mut slot, peer, accepted, door) {
+                info!("connection {peer} closed: {e}");
+            }
+        });
+    if let Err(e) = spawned {
+        warn!("cannot start a connection thread: {e}");
     }
 }
 
@@ -546,7 +620,12 @@ fn widen_backlog(_: &TcpListener) {}
 
 /// Serves one connection: over TLS, the handshake first (within the frame timeout from
 /// `accepted`), then the frames in order.
-fn serve_connection(slot: &mut Slot, peer: SocketAddr, accepted: Instant) -> Result<(), ConnEnd> {
+fn serve_connection(
+    slot: &mut Slot,
+    peer: SocketAddr,
+    accepted: Instant,
+    door: Door,
+) -> Result<(), ConnEnd> {
     let shared = Arc::clone(&slot.shared);
     let stream = Arc::clone(&slot.stream);
     let sock: &TcpStream = &stream;
@@ -555,7 +634,7 @@ fn serve_connection(slot: &mut Slot, peer: SocketAddr, accepted: Instant) -> Res
     let Some(tls) = &shared.tls else {
         sock.set_write_timeout(Some(frame_timeout))
             .map_err(ConnEnd::Io)?;
-        return serve_frames(&shared, sock, &mut BufReader::new(sock), None);
+        return serve_door(door, &shared, sock, &mut BufReader::new(sock), None);
     };
     let (conn, channel) = match handshake(tls.current(), sock, accepted + frame_timeout) {
         Ok(session) => session,
@@ -577,11 +656,25 @@ fn serve_connection(slot: &mut Slot, peer: SocketAddr, accepted: Instant) -> Res
     sock.set_write_timeout(Some(frame_timeout))
         .map_err(ConnEnd::Io)?;
     let mut reader = BufReader::new(StreamOwned::new(conn, sock));
-    let served = serve_frames(&shared, sock, &mut reader, channel.as_deref());
+    let served = serve_door(door, &shared, sock, &mut reader, channel.as_deref());
     let session = reader.get_mut();
     session.conn.send_close_notify();
     let _ = session.flush();
     served
+}
+
+/// Serves a connection's requests by its door's protocol.
+fn serve_door<S: Read + Write>(
+    door: Door,
+    shared: &Shared,
+    sock: &TcpStream,
+    reader: &mut BufReader<S>,
+    channel: Option<&str>,
+) -> Result<(), ConnEnd> {
+    match door {
+        Door::Tcp => serve_frames(shared, sock, reader, channel),
+        Door::Http => http::serve_http(shared, sock, reader, channel),
+    }
 }
 
 /// One line and one count per refused handshake; none for the connections a shutdown cut.
@@ -596,16 +689,38 @@ fn handshake_refused(shared: &Shared, peer: SocketAddr, refused: &Refused) {
 
 /// One line per request; the fields are key-values, so that `--log-format json` carries them
 /// as keys and the text format prints `guid=… peer=… channel=… code=… state=… ms=…`, and for
-/// an `E900` `detail=…`, the field and the rule it broke.
-fn log_request(handled: &transfer::Handled, peer: &str, channel: Option<&str>, took: Duration) {
-    let guid = handled.guid.as_str();
+/// an `E900` `detail=…`, the field and the rule it broke; then `door=tcp` or `door=http`.
+fn log_request(
+    handled: &transfer::Handled,
+    peer: &str,
+    channel: Option<&str>,
+    took: Duration,
+    door: Door,
+) {
+    log_answer(
+        &handled.guid,
+        &handled.code,
+        handled.state.map_or("-", |s| s.as_str()),
+        handled.detail,
+        (peer, channel, took, door),
+    );
+}
+
+/// The line of `log_request` from its parts (the HTTP door's E900 has no `Handled`).
+fn log_answer(
+    guid: &str,
+    code: &[u8],
+    state: &str,
+    detail: Option<&str>,
+    (peer, channel, took, door): (&str, Option<&str>, Duration, Door),
+) {
     let channel = channel.unwrap_or(ANONYMOUS);
-    let code = String::from_utf8_lossy(&handled.code);
-    let state = handled.state.map_or("-", |s| s.as_str());
+    let code = String::from_utf8_lossy(code);
     let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-    match handled.detail {
-        None => info!(guid, peer, channel, code:% = code, state, ms; ""),
-        Some(detail) => info!(guid, peer, channel, code:% = code, state, ms, detail; ""),
+    let door = door.as_str();
+    match detail {
+        None => info!(guid, peer, channel, code:% = code, state, ms, door; ""),
+        Some(detail) => info!(guid, peer, channel, code:% = code, state, ms, detail, door; ""),
     }
 }
 
@@ -630,8 +745,8 @@ fn serve_frames<S: Read + Write>(
             channel,
             &msg,
         );
-        metrics().request(&handled.code, channel);
-        log_request(&handled, &peer, channel, started.elapsed());
+        metrics().request(&handled.code, channel, Door::Tcp.as_str());
+        log_request(&handled, &peer, channel, started.elapsed(), Door::Tcp);
         let out = reader.get_mut();
         out.write_all(&wire::frame(&handled.reply))
             .and_then(|()| out.flush())

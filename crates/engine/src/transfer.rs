@@ -57,6 +57,7 @@ pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
                 code: wire::E_MALFORMED,
                 state: None,
                 detail: Some(m.rule.describe()),
+                replayed: false,
             };
         }
     };

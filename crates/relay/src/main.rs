@@ -43,6 +43,11 @@ struct Args {
     /// Where channels connect. Port 0 picks a free port.
     #[arg(long, env = "RELAY_LISTEN", default_value = "127.0.0.1:9200")]
     listen: String,
+    /// Also serve the HTTP/JSON channel API (POST /v1/transfers with an Idempotency-Key,
+    /// GET /v1/transfers/{guid}) here, beside --listen: same ledger, limits and TLS. Port 0
+    /// picks a free port. Off unless given.
+    #[arg(long, env = "RELAY_HTTP_LISTEN")]
+    http_listen: Option<String>,
     #[command(flatten)]
     core: CoreFlags,
     #[command(flatten)]
@@ -176,6 +181,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
     let core = args.core.with(&args.timeouts);
     let config = Config {
         listen: args.listen,
+        http_listen: args.http_listen,
         core_url: core.url,
         core_tls: core.tls,
         connect_timeout: core.connect_timeout,
@@ -210,6 +216,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
     let addr = relay
         .local_addr()
         .context("cannot read the bound address")?;
+    let http_addr = relay.http_addr();
 
     // SIGTERM / SIGINT: stop accepting, finish what is in flight, exit 0. A second signal
     // changes nothing: in-flight requests are bounded by the core timeouts anyway. SIGHUP:
@@ -235,6 +242,10 @@ fn run(args: Args) -> anyhow::Result<u8> {
 
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening on {addr}")
+        .and_then(|()| match http_addr {
+            Some(http) => writeln!(out, "http listening on {http}"),
+            None => Ok(()),
+        })
         .and_then(|()| out.flush())
         .context("cannot write to stdout")?;
     drop(out);

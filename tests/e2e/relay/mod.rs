@@ -7,6 +7,11 @@
 mod admin_port;
 pub(crate) mod build_info;
 mod frames;
+mod http;
+mod http_conn;
+mod http_doors;
+mod http_openapi;
+mod http_tls;
 mod late_replies;
 mod late_results;
 mod ledger_errors;

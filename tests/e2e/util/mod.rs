@@ -15,6 +15,7 @@
 
 mod checks;
 mod coresim;
+mod http;
 mod messages;
 mod metrics;
 mod process;
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 
 pub use self::checks::*;
 pub use self::coresim::*;
+pub use self::http::*;
 pub use self::messages::*;
 pub use self::metrics::*;
 pub use self::process::*;

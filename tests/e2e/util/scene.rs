@@ -58,6 +58,11 @@ impl Scene {
         self.relay.as_ref().expect("a scene with .relay(…)")
     }
 
+    /// The scene's relay, to stop it or wait for its exit.
+    pub fn relay_mut(&mut self) -> &mut Server {
+        self.relay.as_mut().expect("a scene with .relay(…)")
+    }
+
     /// The scene's relay's address.
     pub fn addr(&self) -> &str {
         &self.relay().addr

@@ -41,6 +41,8 @@ pub enum Target {
     Relay(RelayConn),
     /// One client (one agent, so one kept-alive connection) per worker.
     Direct(CoreHttp),
+    /// `--http`: the relay's HTTP channel API.
+    Http(crate::http::HttpConn),
 }
 
 impl Target {
@@ -49,6 +51,7 @@ impl Target {
     pub fn ensure_connected(&mut self) -> io::Result<()> {
         match self {
             Target::Relay(r) => r.ensure_connected(),
+            Target::Http(h) => h.ensure_connected(),
             Target::Direct(_) => Ok(()),
         }
     }
@@ -57,6 +60,7 @@ impl Target {
     pub fn connects(&self) -> u64 {
         match self {
             Target::Relay(r) => r.connects,
+            Target::Http(h) => h.connects,
             Target::Direct(h) => h.connects(),
         }
     }
@@ -72,6 +76,7 @@ impl Target {
                 })
             }
             Target::Direct(h) => direct_call(h, t),
+            Target::Http(h) => h.call(t, msg),
         }
     }
 }

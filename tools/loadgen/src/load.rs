@@ -36,6 +36,8 @@ impl Mode {
 /// What every worker shares.
 pub struct Plan {
     pub mode: Mode,
+    /// `--http`: through the relay's HTTP channel API instead of frames.
+    pub http: bool,
     pub relay: String,
     /// With `--tls-ca`: the relay's address, resolved once, and the client configuration
     /// every connection shares.
@@ -85,6 +87,7 @@ pub fn load(args: &Args, seed: u64, prefix: &str) -> anyhow::Result<Value> {
     };
     let plan = Arc::new(Plan {
         mode,
+        http: args.http,
         relay: args.relay.clone(),
         tls,
         core,
@@ -141,6 +144,7 @@ pub fn load(args: &Args, seed: u64, prefix: &str) -> anyhow::Result<Value> {
     let mut out = json!({
         "mode": mode.name(),
         "target": if mode == Mode::Direct { args.core.clone() } else { args.relay.clone() },
+        "door": if args.http { "http" } else if mode == Mode::Direct { "-" } else { "tcp" },
         "connections": c,
         "tls": plan.tls.is_some(),
         "tls_client_cert": args.tls.tls_cert.is_some(),

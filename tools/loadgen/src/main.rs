@@ -16,6 +16,7 @@
 //! `--tls-cert`/`--tls-key` for mutual TLS) the channel connections speak TLS.
 
 mod conn;
+mod http;
 mod idle;
 mod latency;
 mod load;
@@ -51,6 +52,11 @@ pub struct Args {
     /// Resend slots are sent as new GUIDs there: the core is not idempotent.
     #[arg(long, conflicts_with = "tls_ca")]
     pub direct: bool,
+    /// Send the load through the relay's HTTP channel API: `--relay` is then its
+    /// `--http-listen` address; one kept-alive connection per loadgen connection, the GUID
+    /// as the Idempotency-Key, and a resend's 200 must carry the first body again.
+    #[arg(long, conflicts_with_all = ["direct", "tls_ca", "idle"])]
+    pub http: bool,
     /// The core's base URL (for --direct).
     #[arg(long, default_value = "http://127.0.0.1:9201")]
     pub core: String,

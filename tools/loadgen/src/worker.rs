@@ -12,6 +12,7 @@ use testkit::CoreHttp;
 use wire::{self, Transfer};
 
 use crate::conn::{Fail, RelayConn, Target};
+use crate::http::HttpConn;
 use crate::latency::Latencies;
 use crate::load::{Mode, Plan};
 use crate::rng::Rng;
@@ -80,6 +81,7 @@ impl Worker {
     pub fn new(id: u32, plan: Arc<Plan>) -> Worker {
         let target = match &plan.core {
             Some(url) => Target::Direct(CoreHttp::new(url, plan.timeout)),
+            None if plan.http => Target::Http(HttpConn::new(&plan.relay, plan.timeout)),
             None => Target::Relay(RelayConn::new(&plan.relay, plan.timeout, plan.tls.clone())),
         };
         let rng = Rng::new(plan.seed ^ u64::from(id + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));

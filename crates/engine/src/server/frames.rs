@@ -27,7 +27,7 @@ impl fmt::Display for ConnEnd {
     }
 }
 
-fn is_timeout(e: &io::Error) -> bool {
+pub(super) fn is_timeout(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
@@ -76,10 +76,10 @@ pub(super) fn read_frame<R: Read>(
 
 /// A reader whose every read must end by `at`: before each read that must wait for the
 /// socket, the socket's timeout is set to what is left.
-struct Deadline<'a, R> {
-    r: &'a mut BufReader<R>,
-    sock: &'a TcpStream,
-    at: Instant,
+pub(super) struct Deadline<'a, R> {
+    pub(super) r: &'a mut BufReader<R>,
+    pub(super) sock: &'a TcpStream,
+    pub(super) at: Instant,
 }
 
 impl<R: Read> Read for Deadline<'_, R> {

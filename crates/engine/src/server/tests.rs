@@ -6,6 +6,7 @@ fn relay(max_per_peer: usize) -> (tempfile::TempDir, Relay) {
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
         listen: "127.0.0.1:0".into(),
+        http_listen: None,
         core_url: "http://127.0.0.1:9".into(),
         core_tls: TlsFiles::default(),
         connect_timeout: Duration::from_millis(100),

@@ -1,0 +1,233 @@
+//! The answers of the HTTP channel API (CONTRACT §9): a transfer's outcome, what the ledger
+//! knows of a GUID, and RFC 9457 problems; every body JSON built by serde.
+
+use std::io::{self, Write};
+
+use ledger::state::{Row, State};
+use serde_json::{Map, Value, json};
+use wire::Code;
+
+use crate::transfer::Handled;
+
+/// The seconds a `Retry-After` asks for: in flight (E903), and not sent / ledger down.
+const RETRY_IN_FLIGHT: &str = "1";
+const RETRY_LATER: &str = "5";
+
+/// One HTTP answer.
+#[derive(Debug)]
+pub(super) struct Answer {
+    pub status: u16,
+    /// The §4 code it carries, for the metrics (`None`: a problem without one).
+    pub code: Option<Code>,
+    pub headers: Vec<(&'static str, String)>,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        202 => "Accepted",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Content",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        _ => "Error",
+    }
+}
+
+fn json_answer(status: u16, code: Option<Code>, body: &Value) -> Answer {
+    Answer {
+        status,
+        code,
+        headers: Vec::new(),
+        content_type: "application/json",
+        body: serde_json::to_vec(body).expect("a JSON value serialises"),
+    }
+}
+
+/// An RFC 9457 problem: `type`, `title`, `status`, `detail`, and `code` when one of §4 applies.
+pub(super) fn problem(status: u16, code: Option<Code>, detail: &str) -> Answer {
+    let mut body = Map::new();
+    let ty = code.map_or_else(
+        || "about:blank".to_string(),
+        |c| format!("urn:txrelay:problem:{}", code_str(&c)),
+    );
+    body.insert("type".into(), ty.into());
+    body.insert("title".into(), title(status, code).into());
+    body.insert("status".into(), status.into());
+    body.insert("detail".into(), detail.into());
+    if let Some(c) = code {
+        body.insert("code".into(), code_str(&c).into());
+    }
+    Answer {
+        content_type: "application/problem+json",
+        ..json_answer(status, code, &Value::Object(body))
+    }
+}
+
+fn title(status: u16, code: Option<Code>) -> &'static str {
+    match code.as_ref() {
+        Some(c) if c == &wire::E_MALFORMED => "Malformed request",
+        Some(c) if c == &wire::E_NOT_SENT => "Not sent to the core",
+        Some(c) if c == &wire::E_IN_FLIGHT => "This key is being processed",
+        Some(c) if c == &wire::E_GUID_REUSED => "Key used for a different request",
+        Some(c) if c == &wire::E_LEDGER => "Ledger cannot be written",
+        _ => reason(status),
+    }
+}
+
+fn code_str(c: &Code) -> String {
+    String::from_utf8_lossy(c).into_owned()
+}
+
+impl Answer {
+    fn with(mut self, name: &'static str, value: impl Into<String>) -> Answer {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// Writes the answer; `close` adds `Connection: close`.
+    pub fn write_to(&self, out: &mut impl Write, close: bool) -> io::Result<()> {
+        let mut head = format!("HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
+        head.push_str(&format!("Content-Type: {}\r\n", self.content_type));
+        head.push_str(&format!("Content-Length: {}\r\n", self.body.len()));
+        for (name, value) in &self.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if close {
+            head.push_str("Connection: close\r\n");
+        }
+        head.push_str("\r\n");
+        out.write_all(head.as_bytes())?;
+        out.write_all(&self.body)?;
+        out.flush()
+    }
+}
+
+/// The fields of a stored `0000` reply, as §9 shows them: core_ref unpadded, amount, booked_at
+/// RFC 3339 in UTC (empty when the reply is not a booking that can be read).
+fn booking_fields(reply: &[u8], into: &mut Map<String, Value>) {
+    let Ok(r) = wire::parse_reply(reply) else {
+        return;
+    };
+    let Some(b) = r.booking else { return };
+    let t = b.booked_at.as_bytes();
+    let booked_at = if t.len() == 14 && t.iter().all(u8::is_ascii_digit) {
+        let s = |r: std::ops::Range<usize>| &b.booked_at[r];
+        format!(
+            "{}-{}-{}T{}:{}:{}Z",
+            s(0..4),
+            s(4..6),
+            s(6..8),
+            s(8..10),
+            s(10..12),
+            s(12..14)
+        )
+    } else {
+        return;
+    };
+    into.insert("core_ref".into(), b.core_ref.into());
+    into.insert("amount".into(), b.amount.into());
+    into.insert("booked_at".into(), booked_at.into());
+}
+
+fn is_final(code: &Code) -> bool {
+    code == &wire::OK || !code.starts_with(b"E9")
+}
+
+/// The answer to a transfer the relay handled.
+pub(super) fn transfer(h: &Handled) -> Answer {
+    let code = h.code;
+    let guid = h.guid.as_str();
+    if is_final(&code) {
+        let mut body = Map::new();
+        body.insert("guid".into(), guid.into());
+        body.insert("rsp_code".into(), code_str(&code).into());
+        if code == wire::OK {
+            booking_fields(&h.reply, &mut body);
+        }
+        let a = json_answer(200, Some(code), &Value::Object(body));
+        return if h.replayed {
+            a.with("Idempotent-Replayed", "true")
+        } else {
+            a
+        };
+    }
+    match &code {
+        c if c == &wire::E_UNKNOWN => json_answer(
+            202,
+            Some(code),
+            &json!({"guid": guid, "state": "UNKNOWN", "rsp_code": "E901"}),
+        )
+        .with("Location", format!("/v1/transfers/{guid}")),
+        c if c == &wire::E_MALFORMED => problem(400, Some(code), h.detail.unwrap_or("malformed")),
+        c if c == &wire::E_NOT_SENT => problem(
+            503,
+            Some(code),
+            "the core could not be reached: the transfer was not sent; resend with the same key",
+        )
+        .with("Retry-After", RETRY_LATER),
+        c if c == &wire::E_IN_FLIGHT => problem(
+            409,
+            Some(code),
+            "a request with this key is being processed; ask again later with the same key",
+        )
+        .with("Retry-After", RETRY_IN_FLIGHT),
+        c if c == &wire::E_GUID_REUSED => problem(
+            422,
+            Some(code),
+            "this key was already used for a different request",
+        ),
+        _ => problem(
+            503,
+            Some(code),
+            "the relay cannot write its ledger: nothing was sent; resend with the same key",
+        )
+        .with("Retry-After", RETRY_LATER),
+    }
+}
+
+/// What the ledger knows of a row (GET): its state and code, and a DONE row's booking fields.
+pub(super) fn row(r: &Row) -> Answer {
+    let mut body = Map::new();
+    body.insert("guid".into(), r.guid.clone().into());
+    body.insert("state".into(), r.state.as_str().into());
+    body.insert(
+        "rsp_code".into(),
+        r.rsp_code.clone().map_or(Value::Null, Value::from),
+    );
+    if r.state == State::Done
+        && let Some(reply) = &r.response
+    {
+        booking_fields(reply, &mut body);
+    }
+    json_answer(200, None, &Value::Object(body))
+}
+
+/// A 404 problem for a GUID the ledger does not show to this channel.
+pub(super) fn no_row() -> Answer {
+    problem(404, None, "no transfer with this key")
+}
+
+/// A GET that could not read the ledger.
+pub(super) fn ledger_unreadable() -> Answer {
+    problem(
+        503,
+        Some(wire::E_LEDGER),
+        "the relay cannot read its ledger",
+    )
+    .with("Retry-After", RETRY_LATER)
+}
+
+/// A 405 with the methods `path` allows.
+pub(super) fn not_allowed(allow: &'static str) -> Answer {
+    problem(405, None, &format!("this resource allows {allow}")).with("Allow", allow)
+}
