@@ -26,8 +26,8 @@ cd "$root"
 export DEBIAN_FRONTEND=noninteractive
 unit_dir=/usr/lib/systemd/system
 units=(txrelay-relay.service)
-for t in resolve reprocess purge backup; do units+=("txrelay-$t.service" "txrelay-$t.timer"); done
-tools=(relay resolve reprocess purge inspect migrate backup)
+for t in resolve reprocess purge backup reconcile; do units+=("txrelay-$t.service" "txrelay-$t.timer"); done
+tools=(relay resolve reprocess purge inspect migrate backup reconcile)
 
 fail() {
     echo "package_check: FAILED: $*" >&2
@@ -79,7 +79,7 @@ for t in "${tools[@]}"; do
     [[ -f /usr/share/zsh/vendor-completions/_$t ]] || fail "zsh completion _$t missing"
     [[ -f /usr/share/fish/vendor_completions.d/$t.fish ]] || fail "fish completion $t missing"
 done
-for s in lib.sh relay.sh resolve.sh reprocess.sh purge.sh; do
+for s in lib.sh relay.sh resolve.sh reprocess.sh purge.sh reconcile.sh; do
     [[ -f /opt/txrelay/scripts/$s ]] || fail "/opt/txrelay/scripts/$s missing"
 done
 for u in "${units[@]}"; do [[ -f $unit_dir/$u ]] || fail "$unit_dir/$u missing"; done
