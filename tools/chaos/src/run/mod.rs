@@ -211,6 +211,7 @@ struct Bins {
     relay: PathBuf,
     resolve: PathBuf,
     reprocess: PathBuf,
+    reconcile: PathBuf,
 }
 
 impl Bins {
@@ -230,6 +231,7 @@ impl Bins {
             relay: find("relay")?,
             resolve: find("resolve")?,
             reprocess: find("reprocess")?,
+            reconcile: find("reconcile")?,
         })
     }
 }

@@ -9,7 +9,7 @@ use super::check::Verdict;
 use super::quiesce::Quiesced;
 use super::{LATE_REPLY_MS, MAX_LATE_REPLIES, Run};
 use crate::channel::{Answer, Kind, Sent};
-use crate::check::{self, LATE_TITLE, TITLES};
+use crate::check::{self, LATE_TITLE, RECONCILE_TITLE, TITLES};
 use crate::late::LateLog;
 use crate::plan::Memo;
 use crate::tools::Tally;
@@ -297,6 +297,25 @@ impl Run<'_> {
             "  {} {LATE_TITLE}: {late_bad} violations in {late_cases} cases {}",
             check::H,
             if late_bad == 0 { "ok" } else { "FAILED" }
+        );
+        let (recon_cases, recon_bad) = (
+            checks.examined.get(check::I).copied().unwrap_or(0),
+            checks.failed(check::I),
+        );
+        println!(
+            "  {} {RECONCILE_TITLE}: {recon_bad} violations in {recon_cases} cases {}{}",
+            check::I,
+            if recon_bad == 0 { "ok" } else { "FAILED" },
+            match &v.reconciled {
+                Ok(r) => {
+                    let k = &r.counts;
+                    format!(
+                        " (window {}: {} double, {} ghost, {} pending, {} matched, {} mismatch, {} missing)",
+                        r.window, k.double, k.ghost, k.pending, k.matched, k.mismatch, k.missing
+                    )
+                }
+                Err(_) => String::new(),
+            }
         );
 
         let total = checks.violations.len() + process_violations;
