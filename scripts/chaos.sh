@@ -2,7 +2,8 @@
 # Chaos run: builds the workspace binaries (release) and runs target/release/chaos with the
 # arguments given. Many channels send transfers while the relay is SIGKILLed every few
 # seconds and the core goes away now and then, resolve and reprocess run alongside; then it
-# settles what is left and checks that no GUID was booked twice. Exit 0: no violation;
+# settles what is left, checks that no GUID was booked twice and ends with `reconcile` over
+# the ledger and the core's booking journal (0 breaks required). Exit 0: no violation;
 # 1: violations (printed with GUID and evidence); 2: the run could not be carried out.
 #
 #   scripts/chaos.sh [--secs 60] [--seed N] [--channels 32] [--work-dir DIR] [--keep]
