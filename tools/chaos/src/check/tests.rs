@@ -158,3 +158,63 @@ fn unreadable_or_failed_reconciliations_fail() {
         assert_eq!(c.failed(I), 1, "{out}");
     }
 }
+
+/// An HTTP answer stands for the frame the TCP door would have sent.
+#[test]
+fn http_answers_map_to_reply_frames() {
+    use crate::channel::Answer;
+    use crate::http::to_frame;
+    let t = wire::Transfer {
+        guid: "c001-000012".into(),
+        from_account: "00000000000001".into(),
+        to_account: "00000000000002".into(),
+        amount: 1500,
+        memo: "rent".into(),
+    };
+    let req = wire::encode_request(&t).unwrap();
+    let frame = |a: Answer| match a {
+        Answer::Reply(r) => r,
+        other => panic!("{other:?}"),
+    };
+    let ok = br#"{"guid":"c001-000012","rsp_code":"0000","core_ref":"C1","amount":1500,"booked_at":"2026-12-04T03:01:00Z"}"#;
+    let body = wire::booking_body("C1", 1500, "2026-12-04T03:01:00Z").unwrap();
+    assert_eq!(
+        frame(to_frame(&req, "c001-000012", 200, ok)),
+        wire::reply_to(&req, &wire::OK, Some(&body))
+    );
+    let b001 = br#"{"guid":"c001-000012","rsp_code":"B001"}"#;
+    assert_eq!(
+        frame(to_frame(&req, "c001-000012", 200, b001)),
+        wire::reply_to(&req, b"B001", None)
+    );
+    let unk = br#"{"guid":"c001-000012","state":"UNKNOWN","rsp_code":"E901"}"#;
+    assert_eq!(
+        frame(to_frame(&req, "c001-000012", 202, unk)),
+        wire::reply_to(&req, &wire::E_UNKNOWN, None)
+    );
+    let reused = br#"{"type":"urn:txrelay:problem:E904","title":"t","status":422,"detail":"d","code":"E904"}"#;
+    assert_eq!(
+        frame(to_frame(&req, "c001-000012", 422, reused)),
+        wire::reply_to(&req, &wire::E_GUID_REUSED, None)
+    );
+    // What cannot stand for a frame is garbage, a finding of (e).
+    for (status, body) in [
+        (200, &ok[..]),
+        (200, br#"{"guid":"c001-000012","rsp_code":"0000"}"#),
+        (200, unk),
+        (503, reused),
+        (404, br#"{"status":404}"#),
+        (200, b"<html>"),
+    ] {
+        let guid = if status == 200 && body == ok {
+            "other"
+        } else {
+            "c001-000012"
+        };
+        assert!(
+            matches!(to_frame(&req, guid, status, body), Answer::Garbage(_)),
+            "{status} {}",
+            String::from_utf8_lossy(body)
+        );
+    }
+}

@@ -79,6 +79,8 @@ pub struct Config {
     pub keep: bool,
     /// Channels over mutual TLS, with two identities (`tls`).
     pub tls: bool,
+    /// The relays' HTTP door too, with a share of the sends through it (`http`).
+    pub http: bool,
 }
 
 impl Config {

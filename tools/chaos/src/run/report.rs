@@ -146,6 +146,9 @@ impl Run<'_> {
             );
             line("sent to another relay", other_relay(sents));
         }
+        if self.cfg.http {
+            line("through the HTTP door", other_door(sents));
+        }
         line(
             "core bookings",
             format!(
@@ -399,6 +402,36 @@ fn other_relay(sents: &[Sent]) -> String {
         .map(|(k, (a, b))| format!("{k} {a} of {b}"))
         .collect();
     format!("{n} of {m} resends ({})", parts.join(", "))
+}
+
+/// How many requests went through the HTTP door, and how many resends went through another
+/// door than their GUID's first send.
+fn other_door(sents: &[Sent]) -> String {
+    let mut first: HashMap<&str, (f64, bool)> = HashMap::new();
+    for s in sents
+        .iter()
+        .filter(|s| matches!(s.kind, Kind::New | Kind::InFlightFirst))
+    {
+        let e = first.entry(s.req.guid.as_str()).or_insert((s.at, s.http));
+        if s.at < e.0 {
+            *e = (s.at, s.http);
+        }
+    }
+    let (mut crossed, mut resends) = (0, 0);
+    for s in sents
+        .iter()
+        .filter(|s| matches!(s.kind, Kind::Resend | Kind::OtherAmount))
+    {
+        if let Some(&(_, http)) = first.get(s.req.guid.as_str()) {
+            resends += 1;
+            crossed += usize::from(s.http != http);
+        }
+    }
+    format!(
+        "{} of {} requests; {crossed} of {resends} resends crossed doors",
+        sents.iter().filter(|s| s.http).count(),
+        sents.len()
+    )
 }
 
 /// `k1 n1, k2 n2, …`.
