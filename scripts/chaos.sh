@@ -2,11 +2,12 @@
 # Chaos run: builds the workspace binaries (release) and runs target/release/chaos with the
 # arguments given. Many channels send transfers while the relay is SIGKILLed every few
 # seconds and the core goes away now and then, resolve and reprocess run alongside; then it
-# settles what is left and checks that no GUID was booked twice. Exit 0: no violation;
+# settles what is left, checks that no GUID was booked twice and ends with `reconcile` over
+# the ledger and the core's booking journal (0 breaks required). Exit 0: no violation;
 # 1: violations (printed with GUID and evidence); 2: the run could not be carried out.
 #
 #   scripts/chaos.sh [--secs 60] [--seed N] [--channels 32] [--work-dir DIR] [--keep]
-#                    [--backend sqlite|postgres] [--relays N] [--tls]
+#                    [--backend sqlite|postgres] [--relays N] [--tls] [--http]
 #
 # With --backend postgres the run starts a PostgreSQL cluster of its own (the server
 # binaries must be installed; it refuses in one line otherwise) and restarts it in immediate
@@ -33,6 +34,9 @@ Flags (passed through):
   --tls           channels over mutual TLS: the run makes a CA, the relays' certificate
                   and two channel identities (channel-a: even channels, channel-b: odd);
                   relays get --tls-cert, --tls-key and --client-ca
+  --http          relays also get --http-listen; every third channel sends 3 in 4 of its
+                  requests through the HTTP door, the others 1 in 4 (resends cross
+                  doors); the answers are held to the same checks. Not with --tls
   --bin-dir DIR   where the workspace binaries are (default: next to chaos)
   --work-dir DIR  parent of the run's temp dir (default: the system temp dir)
   --keep          keep the temp dir (ledger, journal, logs) and print its path

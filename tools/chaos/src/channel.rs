@@ -1,7 +1,9 @@
 //! A channel: one thread, a persistent connection to each relay (reopened whenever the relay
 //! went away), playing its planner's steps one after another, each sent to the relay its
 //! router says, and recording every request with what came back. A relay that cannot be
-//! reached is passed over for the next one, as a load balancer would.
+//! reached is passed over for the next one, as a load balancer would. With `--http`, a
+//! share of the sends go through the relays' HTTP door instead (`crate::http`): every
+//! third channel mostly, the others now and then, so that resends of a GUID cross doors.
 
 use std::io;
 use std::net::SocketAddr;
@@ -14,6 +16,7 @@ use testkit::Chan;
 use testkit::channel::is_timeout;
 use testkit::tls_client::Dialer;
 
+use crate::http::HttpConn;
 use crate::plan::{Action, Planner, Request, Router};
 
 /// How long a channel waits for a reply. The relay answers within its connect + read
@@ -63,6 +66,8 @@ pub struct Sent {
     pub at: f64,
     /// The relay it was sent to (index into `Ctx::relays`).
     pub relay: usize,
+    /// Through the relay's HTTP door (`--http`), not a frame.
+    pub http: bool,
 }
 
 impl Sent {
@@ -84,6 +89,16 @@ pub struct Ctx {
     pub dialers: Vec<Dialer>,
     pub stop: Arc<AtomicBool>,
     pub start: Instant,
+    /// Every relay's `--http-listen` address (empty: no HTTP door, every send a frame).
+    pub http: Vec<SocketAddr>,
+}
+
+impl Ctx {
+    /// Whether channel `index`'s next send goes through the HTTP door: 3 in 4 of the sends
+    /// of every third channel, 1 in 4 of the others'.
+    fn http_door(&self, index: usize, rng: &mut fastrand::Rng) -> bool {
+        !self.http.is_empty() && (rng.u8(0..4) == 0) != (index % 3 == 2)
+    }
 }
 
 /// Plays channel `index` until `ctx.stop` is set; returns what it sent.
@@ -91,6 +106,9 @@ pub fn run(seed: u64, index: usize, ctx: &Ctx) -> Vec<Sent> {
     let mut planner = Planner::new(seed, index);
     let mut router = Router::new(seed, index, ctx.relays.len());
     let mut conns: Vec<Option<Chan>> = ctx.relays.iter().map(|_| None).collect();
+    let mut https: Vec<Option<HttpConn>> = ctx.relays.iter().map(|_| None).collect();
+    // The doors have a stream of their own: the plan and its digest stay as they were.
+    let mut doors = fastrand::Rng::with_seed(seed ^ 0xd00d_0000 ^ index as u64);
     let mut sent = Vec::new();
     // Per GUID of this channel's history: a reply implying a row has been seen.
     let mut row_known: Vec<bool> = Vec::new();
@@ -107,9 +125,14 @@ pub fn run(seed: u64, index: usize, ctx: &Ctx) -> Vec<Sent> {
         {
             thread::sleep(BACKOFF_PAUSE);
         }
+        let http = ctx.http_door(index, &mut doors);
         let mut one = |kind, req, known| {
             let to = route.to;
-            send_one(ctx, &mut conns, to, index, kind, req, known)
+            if http {
+                send_http(ctx, &mut https, to, index, kind, req, known)
+            } else {
+                send_one(ctx, &mut conns, to, index, kind, req, known)
+            }
         };
         match step.action {
             Action::New(req) => {
@@ -180,6 +203,49 @@ fn send_one(
         row_known,
         at,
         relay,
+        http: false,
+    })
+}
+
+/// As `send_one`, through relay `to`'s HTTP door (or the next one's that can be reached).
+fn send_http(
+    ctx: &Ctx,
+    conns: &mut [Option<HttpConn>],
+    to: usize,
+    channel: usize,
+    kind: Kind,
+    req: Request,
+    row_known: bool,
+) -> Option<Sent> {
+    let n = ctx.http.len();
+    let relay = loop {
+        if let Some(r) = (0..n).map(|k| (to + k) % n).find(|&r| {
+            conns[r].is_some() || {
+                conns[r] = HttpConn::connect(&ctx.http[r], CONNECT_TIMEOUT, REPLY_TIMEOUT).ok();
+                conns[r].is_some()
+            }
+        }) {
+            break r;
+        }
+        if ctx.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    let at = ctx.start.elapsed().as_secs_f64();
+    let (answer, reuse) = conns[relay].as_mut()?.exchange(&req.msg);
+    if !reuse {
+        conns[relay] = None;
+    }
+    Some(Sent {
+        channel,
+        kind,
+        req,
+        answer,
+        row_known,
+        at,
+        relay,
+        http: true,
     })
 }
 
@@ -211,6 +277,7 @@ fn send_twins(
                 row_known: false,
                 at,
                 relay,
+                http: false,
             })
         });
         let mine = ensure_connected(ctx, conns, to.0, channel, None);
@@ -230,6 +297,7 @@ fn send_twins(
                 row_known: false,
                 at,
                 relay,
+                http: false,
             }
         });
         let twin = helper.join().ok().flatten();

@@ -2,15 +2,18 @@
 //! each other. Each finding names its GUID and carries its evidence.
 //!
 //! Here the checks of every send and row, (a) to (f); the check of the rows late replies
-//! settled, (h), in `late_replies`; the evidence printed with a finding in `evidence`.
+//! settled, (h), in `late_replies`; reconcile's report over the ledger and the core's
+//! journal, (i), in `reconcile`; the evidence printed with a finding in `evidence`.
 
 mod evidence;
 mod late_replies;
+mod reconcile;
 #[cfg(test)]
 mod tests;
 
 pub use self::evidence::evidence;
 pub use self::late_replies::late;
+pub use self::reconcile::{Reconciled, parse as parse_reconcile, reconciled};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -64,6 +67,8 @@ pub const E: &str = "(e)";
 pub const F: &str = "(f)";
 /// Reported after the process check `(g)`.
 pub const H: &str = "(h)";
+/// Reported after `(h)`.
+pub const I: &str = "(i)";
 
 /// What each check promises, for the report.
 pub const TITLES: [(&str, &str); 6] = [
@@ -90,6 +95,10 @@ pub const TITLES: [(&str, &str); 6] = [
 /// What check `(h)` promises.
 pub const LATE_TITLE: &str =
     "every row a late reply settled (relay logs) is DONE with its code and attempt, booked once";
+
+/// What check `(i)` promises.
+pub const RECONCILE_TITLE: &str =
+    "reconcile (ledger vs the core's journal, whole run): 0 breaks, 0 pending";
 
 /// A booking as the core's inquiry returns it.
 #[derive(Debug, Clone)]

@@ -79,6 +79,8 @@ pub struct Config {
     pub keep: bool,
     /// Channels over mutual TLS, with two identities (`tls`).
     pub tls: bool,
+    /// The relays' HTTP door too, with a share of the sends through it (`http`).
+    pub http: bool,
 }
 
 impl Config {
@@ -211,6 +213,7 @@ struct Bins {
     relay: PathBuf,
     resolve: PathBuf,
     reprocess: PathBuf,
+    reconcile: PathBuf,
 }
 
 impl Bins {
@@ -230,6 +233,7 @@ impl Bins {
             relay: find("relay")?,
             resolve: find("resolve")?,
             reprocess: find("reprocess")?,
+            reconcile: find("reconcile")?,
         })
     }
 }

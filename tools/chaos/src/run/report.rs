@@ -9,7 +9,7 @@ use super::check::Verdict;
 use super::quiesce::Quiesced;
 use super::{LATE_REPLY_MS, MAX_LATE_REPLIES, Run};
 use crate::channel::{Answer, Kind, Sent};
-use crate::check::{self, LATE_TITLE, TITLES};
+use crate::check::{self, LATE_TITLE, RECONCILE_TITLE, TITLES};
 use crate::late::LateLog;
 use crate::plan::Memo;
 use crate::tools::Tally;
@@ -145,6 +145,9 @@ impl Run<'_> {
                 },
             );
             line("sent to another relay", other_relay(sents));
+        }
+        if self.cfg.http {
+            line("through the HTTP door", other_door(sents));
         }
         line(
             "core bookings",
@@ -298,6 +301,25 @@ impl Run<'_> {
             check::H,
             if late_bad == 0 { "ok" } else { "FAILED" }
         );
+        let (recon_cases, recon_bad) = (
+            checks.examined.get(check::I).copied().unwrap_or(0),
+            checks.failed(check::I),
+        );
+        println!(
+            "  {} {RECONCILE_TITLE}: {recon_bad} violations in {recon_cases} cases {}{}",
+            check::I,
+            if recon_bad == 0 { "ok" } else { "FAILED" },
+            match &v.reconciled {
+                Ok(r) => {
+                    let k = &r.counts;
+                    format!(
+                        " (window {}: {} double, {} ghost, {} pending, {} matched, {} mismatch, {} missing)",
+                        r.window, k.double, k.ghost, k.pending, k.matched, k.mismatch, k.missing
+                    )
+                }
+                Err(_) => String::new(),
+            }
+        );
 
         let total = checks.violations.len() + process_violations;
         if total == 0 {
@@ -380,6 +402,36 @@ fn other_relay(sents: &[Sent]) -> String {
         .map(|(k, (a, b))| format!("{k} {a} of {b}"))
         .collect();
     format!("{n} of {m} resends ({})", parts.join(", "))
+}
+
+/// How many requests went through the HTTP door, and how many resends went through another
+/// door than their GUID's first send.
+fn other_door(sents: &[Sent]) -> String {
+    let mut first: HashMap<&str, (f64, bool)> = HashMap::new();
+    for s in sents
+        .iter()
+        .filter(|s| matches!(s.kind, Kind::New | Kind::InFlightFirst))
+    {
+        let e = first.entry(s.req.guid.as_str()).or_insert((s.at, s.http));
+        if s.at < e.0 {
+            *e = (s.at, s.http);
+        }
+    }
+    let (mut crossed, mut resends) = (0, 0);
+    for s in sents
+        .iter()
+        .filter(|s| matches!(s.kind, Kind::Resend | Kind::OtherAmount))
+    {
+        if let Some(&(_, http)) = first.get(s.req.guid.as_str()) {
+            resends += 1;
+            crossed += usize::from(s.http != http);
+        }
+    }
+    format!(
+        "{} of {} requests; {crossed} of {resends} resends crossed doors",
+        sents.iter().filter(|s| s.http).count(),
+        sents.len()
+    )
 }
 
 /// `k1 n1, k2 n2, …`.

@@ -62,7 +62,19 @@ impl<'a> Run<'a> {
         );
         core.start(start.elapsed())?;
         let mut relays = Vec::new();
+        // The HTTP door keeps the port it is given at every restart, as the TCP one does.
+        let http_addrs = if cfg.http {
+            (0..cfg.relays)
+                .map(|_| free_port())
+                .collect::<anyhow::Result<Vec<SocketAddr>>>()?
+        } else {
+            Vec::new()
+        };
         for i in 0..cfg.relays {
+            let http_args = http_addrs
+                .get(i)
+                .map(|a| vec!["--http-listen".to_string(), a.to_string()])
+                .unwrap_or_default();
             let mut relay = Service::new(
                 &relay_name(i, cfg.relays),
                 bins.relay.clone(),
@@ -82,6 +94,7 @@ impl<'a> Run<'a> {
                 ]
                 .into_iter()
                 .chain(tls_args.iter().cloned())
+                .chain(http_args)
                 .collect(),
                 &work.dir,
             );
@@ -95,6 +108,13 @@ impl<'a> Run<'a> {
             if relays.len() == 1 { "relay" } else { "relays" },
             addrs.join(", ")
         );
+        if cfg.http {
+            let each: Vec<String> = http_addrs.iter().map(|a| a.to_string()).collect();
+            println!(
+                "chaos: HTTP doors {} (every third channel sends 3 in 4 requests through them, the others 1 in 4)",
+                each.join(", ")
+            );
+        }
         let relay_addrs = addrs
             .iter()
             .map(|a| a.parse().context("relay address"))
@@ -122,7 +142,7 @@ impl<'a> Run<'a> {
             crashes: Vec::new(),
             work,
         };
-        run.start_channels(relay_addrs, dialers)?;
+        run.start_channels(relay_addrs, dialers, http_addrs)?;
         run.start_tool_loops()?;
         Ok(run)
     }
@@ -132,10 +152,12 @@ impl<'a> Run<'a> {
         &mut self,
         relays: Vec<SocketAddr>,
         dialers: Vec<Dialer>,
+        http: Vec<SocketAddr>,
     ) -> anyhow::Result<()> {
         let ctx = Arc::new(channel::Ctx {
             relays,
             dialers,
+            http,
             stop: Arc::clone(&self.threads.stop),
             start: self.start,
         });
@@ -263,4 +285,10 @@ fn announce(cfg: &Config, events: &[Event], dir: &Path, ledger: &LedgerDb) {
         println!("chaos: ledger {what}");
     }
     println!("chaos: work dir {}", dir.display());
+}
+
+/// A port nobody listens on now (the kernel's pick for port 0, released at once).
+fn free_port() -> anyhow::Result<SocketAddr> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("cannot pick a port")?;
+    Ok(l.local_addr()?)
 }
