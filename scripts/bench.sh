@@ -10,11 +10,14 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: scripts/bench.sh [--quick] [--secs N] [--out FILE]
+usage: scripts/bench.sh [--quick] [--secs N] [--cells LIST] [--out FILE]
 
   --quick     a smoke run of a few seconds per cell (1 s measured, 0.2 s warm-up, 0.5 s
               idle hold); writes target/bench/BENCHMARKS.quick.md unless --out is given
   --secs N    measured seconds per cell (default 10; warm-up 2 s; idle hold 5 s)
+  --cells LIST  run only these cells (comma-separated names as in the report, e.g.
+              relay-c1,http-c1,relay-c64,http-c64; `idle` and `drain` are names too); the
+              report then has only their rows and the ratios they give
   --out FILE  where to write the report (default: BENCHMARKS.md at the repository root)
   --help      this text
 
@@ -23,6 +26,13 @@ Builds with `cargo build --release --workspace --bins --quiet`, then runs:
                                       resend ratio 0.1 (direct: resend slots are new GUIDs);
                                       pg-relay: the relay on a PostgreSQL ledger (a throwaway
                                       server started here; skipped if PostgreSQL is missing)
+  http-c1, http-c64 (--quick: http-c64)
+                                      the relay with --http-listen 127.0.0.1:0 and loadgen
+                                      --http (JSON POSTs of CONTRACT §9 over kept-alive
+                                      HTTP/1.1, the GUID as Idempotency-Key), same SQLite
+                                      ledger kind and durations, each right after the TCP
+                                      relay cell of the same concurrency; reported as
+                                      throughput HTTP ÷ TCP
   tls-c1, tls-c64 (--quick: tls-c64)  the relay with mutual TLS (--tls-cert/--tls-key
                                       --client-ca, certificates made by pkigen) and loadgen
                                       over TLS as channel-a, each right after the plain
@@ -46,6 +56,7 @@ EOF
 
 quick=0
 secs=10
+cells=""
 out=""
 while (($#)); do
     case $1 in
@@ -53,6 +64,7 @@ while (($#)); do
         --quick) quick=1 ;;
         --secs) secs=${2:?--secs needs a value}; shift ;;
         --out) out=${2:?--out needs a value}; shift ;;
+        --cells) cells=${2:?--cells needs a value}; shift ;;
         *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -73,6 +85,8 @@ idle_n=1000
 cost_rounds=$((quick ? 1 : 3))
 ratio=0.1
 command -v python3 >/dev/null || { echo "bench.sh: python3 is needed" >&2; exit 1; }
+# want NAME: whether --cells (if given) lists the cell NAME.
+want() { [[ -z $cells || ,$cells, == *",$1,"* ]]; }
 
 echo "== building (cargo build --release --workspace --bins --quiet)"
 cargo build --release --workspace --bins --quiet
@@ -122,6 +136,10 @@ else
     echo "== this relay has no --tls-cert: TLS cells skipped"
     tls_cells=()
 fi
+
+# The HTTP cells: the relay with --http-listen, loadgen --http.
+http_cells=(1 64)
+((quick)) && http_cells=(64)
 
 # start NAME LOG ARGS...: runs a server, waits for `listening on`, sets $addr and $pid.
 start() {
@@ -307,6 +325,7 @@ PY
 cell() {
     local name=$1 mode=$2 conns=$3
     shift 3
+    want "$name" || return 0
     echo "== $name"
     start coresim "$work/$name.core.log" --listen 127.0.0.1:0
     local core=$addr core_pid=$pid
@@ -329,6 +348,7 @@ cell() {
         pg-relay) db=$(pg_fresh "b_${name//-/_}") ;;
         nolate) relay_args=(--late-reply-ms 0) ;;
         tls) relay_args=("${tls_relay[@]}") ;;
+        http) relay_args=(--http-listen 127.0.0.1:0) ;;
         nohist) # the relay creates the ledger; then its history triggers are dropped
             start relay "$work/$name.prep.log" --db "$db" --listen 127.0.0.1:0 --core "http://$core"
             stop "$pid"
@@ -343,9 +363,23 @@ PY
     esac
     start relay "$work/$name.relay.log" --db "$db" --listen 127.0.0.1:0 --core "http://$core" \
         "${relay_args[@]}"
-    local relay=$addr relay_pid=$pid cpu_before cpu
+    local relay=$addr relay_pid=$pid cpu_before cpu door=()
+    if [[ $mode == http ]]; then # `http listening on` follows `listening on`
+        local deadline=$((SECONDS + 30))
+        until grep -q '^http listening on ' "$work/$name.relay.log.out"; do
+            if ((SECONDS > deadline)) || ! kill -0 "$relay_pid" 2>/dev/null; then
+                echo "bench.sh: relay printed no 'http listening on':" >&2
+                cat "$work/$name.relay.log" >&2
+                failed=1
+                exit 1
+            fi
+            sleep 0.02
+        done
+        relay=$(sed -n 's/^http listening on //p' "$work/$name.relay.log.out" | head -n 1)
+        door=(--http)
+    fi
     cpu_before=$(cpu_snap "$relay_pid" "$core_pid")
-    run_loadgen "$name" --relay "$relay" --connections "$conns" \
+    run_loadgen "$name" "${door[@]}" --relay "$relay" --connections "$conns" \
         --duration-secs "$secs" --warmup-secs "$warmup" --resend-ratio "$ratio" \
         --seed "$RANDOM" --guid-prefix "$prefix" "$@"
     local lrc=$rc lcmd=$cmd
@@ -389,6 +423,7 @@ PY
 # spread over them) run at the same time; the cell's figures are their sums.
 multi_cell() {
     local name=$1 n=$2 conns=$3 i
+    want "$name" || return 0
     echo "== $name"
     start coresim "$work/$name.core.log" --listen 127.0.0.1:0
     local core=$addr core_pid=$pid url relays=() relay_pids=() lpids=()
@@ -449,9 +484,10 @@ PY
 }
 
 started_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-pg_start
+if [[ -z $cells || $cells == *pg* ]]; then pg_start; fi
 for c in 1 8 64; do
     cell "relay-c$c" relay "$c"
+    [[ " ${http_cells[*]} " != *" $c "* ]] || cell "http-c$c" http "$c"
     [[ " ${tls_cells[*]} " != *" $c "* ]] || cell "tls-c$c" tls "$c" "${tls_loadgen[@]}"
     [[ -z $pg_base ]] || cell "pg-relay-c$c" pg-relay "$c"
     cell "direct-c$c" direct "$c"
@@ -471,32 +507,34 @@ cell "replay-c64" replay 64 --replay-only --pool "$pool"
 
 drain_out="$work/drain.txt"
 : >"$drain_out"
-if ((!quick)); then
+if ((!quick)) && want drain; then
     echo "== drain (scripts/drain_bench.sh --rows 20000 --parallel \"1 8\")"
     bash scripts/drain_bench.sh --rows 20000 --parallel "1 8" | tee "$drain_out" || failed=1
 fi
 
-echo "== idle"
-start coresim "$work/idle.core.log" --listen 127.0.0.1:0
-idle_core=$addr idle_core_pid=$pid
-# All from 127.0.0.1: the idle connections, the probe on a new connection while they are
-# held, and a margin for the warm-up probe's connection until the relay has seen it close.
-start relay "$work/idle.relay.log" --db "$work/idle.db" --listen 127.0.0.1:0 \
-    --core "http://$idle_core" --max-connections-per-peer "$((idle_n + 2))"
-idle_relay=$addr idle_relay_pid=$pid
-run_loadgen idle --relay "$idle_relay" --idle "$idle_n" --hold-secs "$hold" \
-    --rss-pid "$idle_relay_pid" --guid-prefix "B$(date +%s)-idle"
-idle_rc=$rc idle_cmd=$cmd
-stop "$idle_relay_pid"
-idle_stats=$(core_stats "$idle_core")
-stop "$idle_core_pid"
-record idle "$work/idle.json" "mode=\"idle\"" "connections=$idle_n" "loadgen_rc=$idle_rc" \
-    "command=$(json_str "$idle_cmd")" "core=$idle_stats" \
-    "relay_log=$(relay_log_summary "$work/idle.relay.log")"
-((idle_rc == 0)) || failed=1
-python3 -c 'import json,sys; sys.exit(json.loads(sys.argv[1])["guids_booked_more_than_once"] > 0)' \
-    "$idle_stats" || failed=1
-cat "$work/idle.json"
+if want idle; then
+    echo "== idle"
+    start coresim "$work/idle.core.log" --listen 127.0.0.1:0
+    idle_core=$addr idle_core_pid=$pid
+    # All from 127.0.0.1: the idle connections, the probe on a new connection while they are
+    # held, and a margin for the warm-up probe's connection until the relay has seen it close.
+    start relay "$work/idle.relay.log" --db "$work/idle.db" --listen 127.0.0.1:0 \
+        --core "http://$idle_core" --max-connections-per-peer "$((idle_n + 2))"
+    idle_relay=$addr idle_relay_pid=$pid
+    run_loadgen idle --relay "$idle_relay" --idle "$idle_n" --hold-secs "$hold" \
+        --rss-pid "$idle_relay_pid" --guid-prefix "B$(date +%s)-idle"
+    idle_rc=$rc idle_cmd=$cmd
+    stop "$idle_relay_pid"
+    idle_stats=$(core_stats "$idle_core")
+    stop "$idle_core_pid"
+    record idle "$work/idle.json" "mode=\"idle\"" "connections=$idle_n" "loadgen_rc=$idle_rc" \
+        "command=$(json_str "$idle_cmd")" "core=$idle_stats" \
+        "relay_log=$(relay_log_summary "$work/idle.relay.log")"
+    ((idle_rc == 0)) || failed=1
+    python3 -c 'import json,sys; sys.exit(json.loads(sys.argv[1])["guids_booked_more_than_once"] > 0)' \
+        "$idle_stats" || failed=1
+    cat "$work/idle.json"
+fi
 
 # ---- the report ----
 mkdir -p "$(dirname "$out")"
@@ -504,7 +542,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 BENCH_NPROC=$(nproc) BENCH_CPU=${cpu:-unknown} BENCH_MEM=$mem BENCH_KERNEL=$(uname -sr) \
 BENCH_RUSTC=$(rustc -V) BENCH_DATE=$started_at BENCH_SECS=$secs BENCH_WARMUP=$warmup \
-BENCH_HOLD=$hold BENCH_QUICK=$quick BENCH_DRAIN=$drain_out BENCH_FDS=$fd_limit BENCH_RATIO=$ratio BENCH_POOL=$pool BENCH_COST_ROUNDS=$cost_rounds \
+BENCH_HOLD=$hold BENCH_QUICK=$quick BENCH_CELLS=$cells BENCH_DRAIN=$drain_out BENCH_FDS=$fd_limit BENCH_RATIO=$ratio BENCH_POOL=$pool BENCH_COST_ROUNDS=$cost_rounds \
 BENCH_GIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty) \
 python3 - "$results" "$out" <<'PY' || failed=1
 import json, os, sys
@@ -523,8 +561,13 @@ w = L.append
 quick = E["BENCH_QUICK"] == "1"
 w("# Benchmarks")
 w("")
-w("Generated by `bash scripts/bench.sh" + (" --quick" if quick else "") + "`; do not edit by hand."
+w("Generated by `bash scripts/bench.sh" + (" --quick" if quick else "")
+  + (f" --cells {E['BENCH_CELLS']}" if E.get("BENCH_CELLS") else "") + "`; do not edit by hand."
   + (" **Quick smoke run: the figures are too short to quote.**" if quick else ""))
+if E.get("BENCH_CELLS"):
+    w("")
+    w(f"**Only the cells {', '.join(E['BENCH_CELLS'].split(','))} were run (`--cells`); the ratios "
+      "below that need other cells say n/a.**")
 w("")
 w("## Machine")
 w("")
@@ -556,8 +599,8 @@ w("")
 w("| cell | conns | requests | throughput (req/s) | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms "
   "| replies by code | resends | errors | GUIDs booked >1 | relay peak RSS |")
 w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
-order = [c for c in ("relay-c1", "tls-c1", "pg-relay-c1", "direct-c1", "relay-c8", "pg-relay-c8",
-                     "direct-c8", "relay-c64", "tls-c64", "pg-relay-c64", "direct-c64", "pg3-c64",
+order = [c for c in ("relay-c1", "http-c1", "tls-c1", "pg-relay-c1", "direct-c1", "relay-c8", "pg-relay-c8",
+                     "direct-c8", "relay-c64", "http-c64", "tls-c64", "pg-relay-c64", "direct-c64", "pg3-c64",
                      "replay-c64") if c in by]
 order += [c for c in by if c.startswith("cost")]  # in the order they ran
 for c in order:
@@ -583,6 +626,29 @@ p_r, p_d = lat("relay-c1", "p50"), lat("direct-c1", "p50")
 diff = None if p_r is None or p_d is None else p_r - p_d
 w(f"| p50 latency relay − direct, 1 conn | {fmt(diff, 3)} ms ({fmt(p_r, 3)} vs {fmt(p_d, 3)}) |")
 w(f"| throughput replay-only (relay, 64 conns) ÷ direct (64 conns) | {ratio(rp, d64)} |")
+w("")
+w("## HTTP against TCP, measured in the same run")
+w("")
+if any(c.startswith("http-") for c in by):
+    w("The relay with `--http-listen 127.0.0.1:0` beside its TCP listener, loadgen `--http`: the "
+      "same transfers as JSON `POST /v1/transfers` (CONTRACT §9) over kept-alive HTTP/1.1, one "
+      "connection per loadgen connection, the GUID as the `Idempotency-Key`, a resend's 200 "
+      "checked to carry the first body again; SQLite ledger, same durations, right after the TCP "
+      "cell of the same concurrency. Aim: at least 0.8 at 64 connections.")
+    w("")
+    w("| figure | value |")
+    w("|---|---:|")
+    for c in (1, 64):
+        if f"http-c{c}" in by:
+            a, b = res(f"http-c{c}").get("throughput_rps"), res(f"relay-c{c}").get("throughput_rps")
+            w(f"| HTTP ÷ TCP throughput at {c} connection{'s' if c > 1 else ''} | {ratio(a, b)} |")
+    for c in (1, 64):
+        p_h, p_t = lat(f"http-c{c}", "p50"), lat(f"relay-c{c}", "p50")
+        if p_h is not None and p_t is not None:
+            w(f"| p50 latency HTTP − TCP, {c} conn{'s' if c > 1 else ''} | {fmt(p_h - p_t, 3)} ms "
+              f"({fmt(p_h, 3)} vs {fmt(p_t, 3)}) |")
+else:
+    w("- No HTTP cells in this run.")
 w("")
 w("## TLS against plain TCP, measured in the same run")
 w("")
@@ -632,7 +698,8 @@ w("|---|---:|---:|---:|---:|---:|---:|---|")
 ncpu = int(E["BENCH_NPROC"])
 def per_tx(share, rps):
     return None if not rps or share is None else share * ncpu * 1000 / rps
-for c in [c for c in ("relay-c1", "tls-c1", "pg-relay-c1", "relay-c64", "tls-c64", "pg-relay-c64",
+for c in [c for c in ("relay-c1", "http-c1", "tls-c1", "pg-relay-c1", "relay-c64", "http-c64",
+                      "tls-c64", "pg-relay-c64",
                       "pg3-c64") if c in by]:
     u, rps = by[c].get("cpu") or {}, res(c).get("throughput_rps")
     if not u:
@@ -746,7 +813,8 @@ w("")
 w("Each cell started `coresim --listen 127.0.0.1:0` and, for relay cells, "
   "`relay --db <fresh temp ledger> --listen 127.0.0.1:0 --core http://<core>`; ports are the "
   "kernel's, so they differ from run to run; the tls cells' relays also had `--tls-cert "
-  "relay.pem --tls-key relay.key --client-ca ca.pem` (made by `pkigen DIR --client channel-a`). "
+  "relay.pem --tls-key relay.key --client-ca ca.pem` (made by `pkigen DIR --client channel-a`), "
+  "the http cells' relays `--http-listen 127.0.0.1:0` (loadgen `--relay` is then that address). "
   "Then:")
 w("")
 w("```")

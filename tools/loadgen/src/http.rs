@@ -63,9 +63,10 @@ impl HttpConn {
             "memo": sent.memo,
         })
         .to_string();
-        let head = format!(
+        // Head and body in one write: one segment, as a client with a buffered writer sends.
+        let req = format!(
             "POST /v1/transfers HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Idempotency-Key: \"{}\"\r\nContent-Length: {}\r\n\r\n",
+             Idempotency-Key: \"{}\"\r\nContent-Length: {}\r\n\r\n{body}",
             self.addr,
             sent.guid,
             body.len()
@@ -73,9 +74,7 @@ impl HttpConn {
         self.ensure_connected().map_err(|e| broken(&e))?;
         let conn = self.conn.as_mut().expect("connected");
         let s = conn.get_mut();
-        s.write_all(head.as_bytes())
-            .and_then(|()| s.write_all(body.as_bytes()))
-            .map_err(|e| broken(&e))?;
+        s.write_all(req.as_bytes()).map_err(|e| broken(&e))?;
         let (status, close, answer) = read_answer(conn).map_err(|e| broken(&e))?;
         if close {
             self.conn = None;

@@ -94,20 +94,27 @@ impl Answer {
         self
     }
 
-    /// Writes the answer; `close` adds `Connection: close`.
+    /// Writes the answer, head and body in one write (one segment on a kept-alive
+    /// connection, not two); `close` adds `Connection: close`.
     pub fn write_to(&self, out: &mut impl Write, close: bool) -> io::Result<()> {
-        let mut head = format!("HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
-        head.push_str(&format!("Content-Type: {}\r\n", self.content_type));
-        head.push_str(&format!("Content-Length: {}\r\n", self.body.len()));
+        let mut all = Vec::with_capacity(160 + self.body.len());
+        write!(
+            all,
+            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
+            self.status,
+            reason(self.status),
+            self.content_type,
+            self.body.len()
+        )?;
         for (name, value) in &self.headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
+            write!(all, "{name}: {value}\r\n")?;
         }
         if close {
-            head.push_str("Connection: close\r\n");
+            all.extend_from_slice(b"Connection: close\r\n");
         }
-        head.push_str("\r\n");
-        out.write_all(head.as_bytes())?;
-        out.write_all(&self.body)?;
+        all.extend_from_slice(b"\r\n");
+        all.extend_from_slice(&self.body);
+        out.write_all(&all)?;
         out.flush()
     }
 }

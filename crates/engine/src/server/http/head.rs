@@ -96,25 +96,50 @@ pub(super) fn read_head<R: Read>(
         }
     }
     let at = Instant::now() + frame;
-    let mut by = Deadline { r, sock, at };
     let mut raw = Vec::with_capacity(512);
-    let mut byte = [0u8; 1];
-    while !raw.ends_with(b"\r\n\r\n") {
-        if raw.len() >= MAX_HEAD {
-            return Err(BadHead::TooLarge);
-        }
-        match by.read(&mut byte) {
-            Ok(0) => return Err(BadHead::End(ConnEnd::EofMidFrame)),
-            Ok(_) => raw.push(byte[0]),
+    loop {
+        // What the reader holds (refilled by `at` when empty), taken up to the head's end:
+        // the body and any pipelined request stay in the reader.
+        let chunk = match fill_by(r, sock, at) {
+            Ok([]) => return Err(BadHead::End(ConnEnd::EofMidFrame)),
+            Ok(chunk) => chunk,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(BadHead::End(end_of(e))),
+        };
+        let (mut taken, mut done) = (chunk.len(), false);
+        for (i, &b) in chunk.iter().enumerate() {
+            if raw.len() >= MAX_HEAD {
+                return Err(BadHead::TooLarge);
+            }
+            raw.push(b);
+            // A bare LF line end is not the CRLF of RFC 9112: refused by httparse below.
+            if raw.ends_with(b"\r\n\r\n") || raw.ends_with(b"\n\n") {
+                (taken, done) = (i + 1, true);
+                break;
+            }
         }
-        // A bare LF line end is not the CRLF of RFC 9112: refused by httparse below.
-        if raw.ends_with(b"\n\n") {
-            break;
+        r.consume(taken);
+        if done {
+            return parse(&raw).map(|h| Some((h, at)));
         }
     }
-    parse(&raw).map(|h| Some((h, at)))
+}
+
+/// The reader's buffered bytes, read from `sock` with the time left until `at` if there are
+/// none (as `Deadline` reads).
+fn fill_by<'r, R: Read>(
+    r: &'r mut BufReader<R>,
+    sock: &TcpStream,
+    at: Instant,
+) -> io::Result<&'r [u8]> {
+    if r.buffer().is_empty() {
+        let left = at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        sock.set_read_timeout(Some(left))?;
+    }
+    r.fill_buf()
 }
 
 fn end_of(e: io::Error) -> ConnEnd {
