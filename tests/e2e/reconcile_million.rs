@@ -34,19 +34,10 @@ fn amount(i: i64) -> i64 {
 /// A million DONE/0000 rows, each with the 90-byte reply the relay would have stored.
 fn million_rows(db: &TempLedger) {
     db.create();
-    let c = rusqlite::Connection::open(db.path()).expect("open the ledger");
-    let trigger: String = c
-        .query_row(
-            "SELECT sql FROM sqlite_master WHERE type = 'trigger' \
-             AND name = 'tx_history_on_insert'",
-            [],
-            |r| r.get(0),
-        )
-        .expect("the history's insert trigger");
-    c.execute_batch(&format!(
-        "BEGIN;
-         DROP TRIGGER tx_history_on_insert;
-         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {last})
+    bulk_insert_without_history(
+        db,
+        &format!(
+            "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {last})
          INSERT INTO tx (guid, tx_code, state, rsp_code, request, response, attempts,
                          updated_at)
          SELECT printf('G-R-%07d', i), 'TRNF', 'DONE', '0000', randomblob(126),
@@ -56,13 +47,12 @@ fn million_rows(db: &TempLedger) {
                      AS BLOB),
                 1, datetime('now')
          FROM n;
-         {trigger};
-         COMMIT;",
-        last = ROWS - 1,
-        day0 = DAY0,
-        per_sec = PER_SEC,
-    ))
-    .expect("a million rows");
+         ",
+            last = ROWS - 1,
+            day0 = DAY0,
+            per_sec = PER_SEC,
+        ),
+    );
 }
 
 /// `secs` (within 2026-12-02, the day the journal covers) as RFC 3339.

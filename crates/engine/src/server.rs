@@ -724,6 +724,12 @@ fn log_answer(
     }
 }
 
+/// The channel's address as the request lines name it (`peer=`); `-` if unknown.
+fn peer_label(sock: &TcpStream) -> String {
+    sock.peer_addr()
+        .map_or_else(|_| "-".to_string(), |a| a.to_string())
+}
+
 /// Reads frames from `reader` (over `sock`) and answers each in turn, until the channel
 /// closes, a frame is bad or late, or the relay stops.
 fn serve_frames<S: Read + Write>(
@@ -733,9 +739,7 @@ fn serve_frames<S: Read + Write>(
     channel: Option<&str>,
 ) -> Result<(), ConnEnd> {
     let cfg = &shared.config;
-    let peer = sock
-        .peer_addr()
-        .map_or_else(|_| "-".to_string(), |a| a.to_string());
+    let peer = peer_label(sock);
     while let Some(msg) = read_frame(reader, sock, cfg.idle_timeout, cfg.frame_timeout)? {
         let started = Instant::now();
         let handled = transfer::handle(

@@ -26,19 +26,10 @@ fn million(db: &TempLedger) {
     if db.backend() == Backend::Postgres {
         return million_pg(db);
     }
-    let c = rusqlite::Connection::open(db.path()).expect("open the ledger");
-    let trigger: String = c
-        .query_row(
-            "SELECT sql FROM sqlite_master WHERE type = 'trigger' \
-             AND name = 'tx_history_on_insert'",
-            [],
-            |r| r.get(0),
-        )
-        .expect("the history's insert trigger");
-    c.execute_batch(&format!(
-        "BEGIN;
-         DROP TRIGGER tx_history_on_insert;
-         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {last})
+    bulk_insert_without_history(
+        db,
+        &format!(
+            "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {last})
          INSERT INTO tx (guid, tx_code, state, rsp_code, request, response, attempts,
                          updated_at)
          SELECT printf('G-M-%07d', i), 'TRNF',
@@ -55,12 +46,11 @@ fn million(db: &TempLedger) {
          INSERT INTO tx_inquiry (guid, failures, last_error, next_at)
          SELECT guid, 25, 'the core timed out', datetime('now') FROM tx
          WHERE state = 'UNKNOWN' ORDER BY guid LIMIT 5000;
-         {trigger};
-         COMMIT;",
-        last = ROWS - 1,
-        rows = ROWS,
-    ))
-    .expect("a million rows");
+         ",
+            last = ROWS - 1,
+            rows = ROWS,
+        ),
+    );
 }
 
 /// The same rows on PostgreSQL (a request of 160 bytes from md5s; the trigger disabled for

@@ -408,3 +408,23 @@ pub fn assert_due_in(db: &TempLedger, guid: &str, secs: i64) {
         "{guid}: next inquiry in {got} s, want about {secs} s"
     );
 }
+
+/// Runs `sql` (bulk inserts, e.g. a million rows from a recursive CTE) on an SQLite ledger in
+/// one transaction with the history's insert trigger dropped, then put back as it was: a
+/// ledger of production size is built in seconds, with no history rows for it.
+pub fn bulk_insert_without_history(db: &TempLedger, sql: &str) {
+    let c = rusqlite::Connection::open(db.path()).expect("open the ledger");
+    let trigger: String = c
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' \
+             AND name = 'tx_history_on_insert'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the history's insert trigger");
+    let sql = sql.trim_end().trim_end_matches(';');
+    c.execute_batch(&format!(
+        "BEGIN; DROP TRIGGER tx_history_on_insert; {sql}; {trigger}; COMMIT;"
+    ))
+    .expect("the bulk insert");
+}

@@ -6,12 +6,13 @@
 //! cannot be mapped (another GUID, a 0000 without its booking, a status without a code) is
 //! `Garbage`, a finding of check (e).
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use testkit::channel::is_timeout;
+use testkit::http_channel;
 
 use crate::channel::Answer;
 
@@ -37,34 +38,16 @@ impl HttpConn {
     /// POSTs the transfer `msg` holds. The second value: whether the connection may be
     /// used again.
     pub fn exchange(&mut self, msg: &[u8]) -> (Answer, bool) {
-        let t = match wire::parse_request(msg) {
-            Ok(t) => t,
-            Err(m) => return (Answer::Garbage(format!("cannot send {:?}", m.rule)), false),
+        let (guid, request) = match http_channel::post_transfer(msg, "relay") {
+            Ok(r) => r,
+            Err(rule) => return (Answer::Garbage(format!("cannot send {rule:?}")), false),
         };
-        let body = json!({
-            "tx_code": "TRNF",
-            "from_account": t.from_account,
-            "to_account": t.to_account,
-            "amount": t.amount,
-            "memo": t.memo.trim_end_matches(' '),
-        })
-        .to_string();
-        let head = format!(
-            "POST /v1/transfers HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\n\
-             Idempotency-Key: \"{}\"\r\nContent-Length: {}\r\n\r\n",
-            t.guid,
-            body.len()
-        );
-        let s = self.conn.get_mut();
-        if let Err(e) = s
-            .write_all(head.as_bytes())
-            .and_then(|()| s.write_all(body.as_bytes()))
-        {
+        if let Err(e) = self.conn.get_mut().write_all(request.as_bytes()) {
             return (Answer::NoReply(format!("write: {e}")), false);
         }
-        match read_answer(&mut self.conn) {
+        match http_channel::read_answer(&mut self.conn) {
             Ok((status, close, body)) => {
-                let a = to_frame(msg, &t.guid, status, &body);
+                let a = to_frame(msg, &guid, status, &body);
                 let reuse = !close && matches!(a, Answer::Reply(_));
                 (a, reuse)
             }
@@ -75,41 +58,6 @@ impl HttpConn {
             Err(e) => (Answer::NoReply(format!("reply: {e}")), false),
         }
     }
-}
-
-/// The status, whether the relay closes, and the body of one answer.
-fn read_answer(r: &mut BufReader<TcpStream>) -> io::Result<(u16, bool, Vec<u8>)> {
-    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
-    let mut line = String::new();
-    if r.read_line(&mut line)? == 0 {
-        return Err(io::ErrorKind::UnexpectedEof.into());
-    }
-    let status: u16 = line
-        .get(9..12)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad("not an HTTP status line"))?;
-    let (mut len, mut close) = (0usize, false);
-    loop {
-        line.clear();
-        if r.read_line(&mut line)? == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some((n, v)) = l.split_once(':') {
-            let v = v.trim();
-            if n.eq_ignore_ascii_case("content-length") {
-                len = v.parse().map_err(|_| bad("a bad Content-Length"))?;
-            } else if n.eq_ignore_ascii_case("connection") && v.eq_ignore_ascii_case("close") {
-                close = true;
-            }
-        }
-    }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body)?;
-    Ok((status, close, body))
 }
 
 /// The reply frame an HTTP answer to `request` (for `guid`) stands for.

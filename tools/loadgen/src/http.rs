@@ -3,12 +3,13 @@
 //! An answer's code is the §4 code it carries (`rsp_code`, or a problem's `code`; `E901` for
 //! a 202); its bytes (for the resend check) are the JSON body of a 200.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufReader, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use testkit::channel::is_timeout;
+use testkit::http_channel;
 use wire::Transfer;
 
 use crate::conn::{Answer, Fail};
@@ -54,28 +55,14 @@ impl HttpConn {
     }
 
     fn exchange(&mut self, t: &Transfer, msg: &[u8]) -> Result<Answer, Fail> {
-        let sent = wire::parse_request(msg)
-            .map_err(|m| Fail::Malformed(format!("cannot send {:?}", m.rule)))?;
-        let body = json!({
-            "from_account": sent.from_account,
-            "to_account": sent.to_account,
-            "amount": sent.amount,
-            "memo": sent.memo,
-        })
-        .to_string();
         // Head and body in one write: one segment, as a client with a buffered writer sends.
-        let req = format!(
-            "POST /v1/transfers HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Idempotency-Key: \"{}\"\r\nContent-Length: {}\r\n\r\n{body}",
-            self.addr,
-            sent.guid,
-            body.len()
-        );
+        let (_, req) = http_channel::post_transfer(msg, &self.addr)
+            .map_err(|rule| Fail::Malformed(format!("cannot send {rule:?}")))?;
         self.ensure_connected().map_err(|e| broken(&e))?;
         let conn = self.conn.as_mut().expect("connected");
         let s = conn.get_mut();
         s.write_all(req.as_bytes()).map_err(|e| broken(&e))?;
-        let (status, close, answer) = read_answer(conn).map_err(|e| broken(&e))?;
+        let (status, close, answer) = http_channel::read_answer(conn).map_err(|e| broken(&e))?;
         if close {
             self.conn = None;
         }
@@ -88,41 +75,6 @@ fn broken(e: &io::Error) -> Fail {
         what: e.to_string(),
         timeout: is_timeout(e),
     }
-}
-
-/// The status, whether the relay closes, and the body of one answer.
-fn read_answer(r: &mut BufReader<TcpStream>) -> io::Result<(u16, bool, Vec<u8>)> {
-    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
-    let mut line = String::new();
-    if r.read_line(&mut line)? == 0 {
-        return Err(io::ErrorKind::UnexpectedEof.into());
-    }
-    let status: u16 = line
-        .get(9..12)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad("a status line"))?;
-    let (mut len, mut close) = (0usize, false);
-    loop {
-        line.clear();
-        if r.read_line(&mut line)? == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some((n, v)) = l.split_once(':') {
-            let v = v.trim();
-            if n.eq_ignore_ascii_case("content-length") {
-                len = v.parse().map_err(|_| bad("a Content-Length"))?;
-            } else if n.eq_ignore_ascii_case("connection") && v.eq_ignore_ascii_case("close") {
-                close = true;
-            }
-        }
-    }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body)?;
-    Ok((status, close, body))
 }
 
 /// The code of an answer for `guid`, checked against §9's table.

@@ -1,6 +1,6 @@
 //! What the test tools (`coresim`'s tests, `chan`, `chaos`, `loadgen`) and the end-to-end
 //! tests share, written once: the channel client (`channel`), an HTTP client for the core
-//! simulator (`core_http`), finding and spawning the workspace's binaries (`spawn`), the
+//! simulator (`core_http`), a channel's side of the relay's HTTP door (`http_channel`), finding and spawning the workspace's binaries (`spawn`), the
 //! processes a test starts, killed when dropped, or run to their end (`process`), temp
 //! ledgers (`temp_ledger`), free ports (`net`), throwaway PostgreSQL servers (`pg`), a TCP
 //! proxy that fails the way a network does (`proxy`) and, for TLS tests, a server
@@ -8,6 +8,7 @@
 
 pub mod channel;
 pub mod core_http;
+pub mod http_channel;
 pub mod net;
 #[cfg(feature = "ledger")]
 pub mod pg;

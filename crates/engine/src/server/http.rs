@@ -36,9 +36,7 @@ pub(super) fn serve_http<S: Read + Write>(
     channel: Option<&str>,
 ) -> Result<(), ConnEnd> {
     let cfg = &shared.config;
-    let peer = sock
-        .peer_addr()
-        .map_or_else(|_| "-".to_string(), |a| a.to_string());
+    let peer = super::peer_label(sock);
     let ctx = Ctx {
         shared,
         peer: &peer,
