@@ -293,7 +293,11 @@ fn needs_operator_the_attempt_cap_and_the_oldest_failed_are_sampled_against_the_
         &["--max-inquiries", "2", "--max-attempts", "2"],
     );
     // (The same once-seen first scrape with the rows counted and the rest 0: wait for it.)
-    let text = sample_where(&admin, |t| sample(t, "txrelay_ledger_needs_operator") > 0.0);
+    let text = sample_where(&admin, |t| {
+        sample(t, "txrelay_ledger_needs_operator") == 2.0
+            && sample(t, "txrelay_ledger_failed_at_attempt_cap") == 2.0
+            && sample(t, "txrelay_ledger_oldest_failed_age_seconds") > 0.0
+    });
     assert_eq!(
         sample(&text, "txrelay_ledger_needs_operator"),
         2.0,
@@ -310,7 +314,10 @@ fn needs_operator_the_attempt_cap_and_the_oldest_failed_are_sampled_against_the_
     let mut cmd = relay_command(&s.db, &s.core().url(), &["--admin", "127.0.0.1:0"]);
     cmd.env("RUST_LOG", "info").env("RELAY_MAX_INQUIRIES", "3");
     let relay = Server::start(cmd);
-    let text = first_sample(&admin_addr(&relay));
+    let text = sample_where(&admin_addr(&relay), |t| {
+        sample(t, "txrelay_ledger_needs_operator") == 1.0
+            && sample(t, "txrelay_ledger_failed_at_attempt_cap") == 1.0
+    });
     assert_eq!(
         sample(&text, "txrelay_ledger_needs_operator"),
         1.0,
@@ -319,7 +326,9 @@ fn needs_operator_the_attempt_cap_and_the_oldest_failed_are_sampled_against_the_
     assert_eq!(sample(&text, "txrelay_ledger_failed_at_attempt_cap"), 1.0);
     drop(relay);
     let (_relay, admin) = relay_with_admin(&s.db, &s.core().url(), &[]);
-    let text = first_sample(&admin);
+    let text = sample_where(&admin, |t| {
+        sample(t, "txrelay_ledger_failed_at_attempt_cap") == 1.0
+    });
     assert_eq!(
         sample(&text, "txrelay_ledger_needs_operator"),
         0.0,
