@@ -21,7 +21,7 @@ pub(super) fn relay_with_admin(
     (relay, admin)
 }
 
-fn scrape(admin: &str) -> String {
+pub(super) fn scrape(admin: &str) -> String {
     let (status, body) = http_get(admin, "/metrics");
     assert_eq!(status, 200, "{body}");
     body

@@ -7,6 +7,7 @@
 mod admin_port;
 pub(crate) mod build_info;
 mod frames;
+mod group_commit;
 mod http;
 mod http_conn;
 mod http_doors;
@@ -16,7 +17,7 @@ mod late_replies;
 mod late_results;
 mod ledger_errors;
 mod limits;
-mod metrics;
+pub(crate) mod metrics;
 mod notify;
 mod reasons;
 mod replies;

@@ -4,15 +4,19 @@
 //! Ages are compared against the server's clock. `sql` holds the statements, `schema` how
 //! the schema is applied, `store` the `Store` that runs them on the pool.
 
+mod batch;
+mod claims;
 mod page;
 mod pool;
 mod reconcile;
+mod results;
 mod schema;
 mod sql;
 mod store;
 mod tls;
 pub mod url;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use postgres::types::ToSql;
@@ -50,8 +54,36 @@ use params;
 
 /// The ledger on a PostgreSQL server.
 pub struct PgStore {
-    pool: Pool,
+    pool: Arc<Pool>,
     url: PgUrl,
+    /// Claims of new GUIDs and results, each group-committed (`batch`); none when read-only.
+    writes: Option<Writes>,
+}
+
+/// The writer threads of a store that writes.
+struct Writes {
+    claims: batch::Batcher<claims::Claim, bool>,
+    results: batch::Batcher<crate::state::Change, bool>,
+}
+
+/// Writer threads per kind of write: while one commits, the next batch gathers in another.
+const WRITERS: usize = 2;
+
+impl Writes {
+    fn start(pool: &Arc<Pool>) -> Result<Writes> {
+        let (p, q) = (Arc::clone(pool), Arc::clone(pool));
+        Ok(Writes {
+            claims: batch::Batcher::start("ledger-pg-claims", "claiming", WRITERS, move |b| {
+                claims::run(&p, b)
+            })?,
+            results: batch::Batcher::start(
+                "ledger-pg-results",
+                "recording a result",
+                WRITERS,
+                move |b| results::run(&q, b),
+            )?,
+        })
+    }
 }
 
 impl PgStore {
@@ -63,9 +95,10 @@ impl PgStore {
             why,
         })?;
         let read_only = settings.read_only;
-        let store = PgStore {
-            pool: Pool::new(url.clone(), tls, settings),
+        let mut store = PgStore {
+            pool: Arc::new(Pool::new(url.clone(), tls, settings)),
             url,
+            writes: None,
         };
         let v = store
             .pool
@@ -110,8 +143,16 @@ impl PgStore {
                     schema::SCHEMA_VERSION
                 );
             }
+            store.writes = Some(Writes::start(&store.pool)?);
         }
         Ok(store)
+    }
+
+    /// The store's group-committed writes; a read-only store has none.
+    fn writes(&self) -> Result<&Writes> {
+        self.writes
+            .as_ref()
+            .ok_or_else(|| LedgerError::Unavailable("this tool opened the ledger read-only".into()))
     }
 
     /// `e`, met while opening, as the error that names the ledger.

@@ -138,12 +138,38 @@ impl Pool {
         f: impl Fn(&mut PgConn) -> std::result::Result<T, postgres::Error> + Send + Sync + 'static,
     ) -> Result<(T, bool)> {
         let f: Arc<Op<T>> = Arc::new(f);
-        match self.try_once(what, deadline, Arc::clone(&f)) {
+        match self.try_serializable(what, deadline, &f) {
             Err(LedgerError::Pg(e)) if e.as_db_error().is_none() && Instant::now() < deadline => {
                 self.drop_idle();
-                self.try_once(what, deadline, f).map(|v| (v, true))
+                self.try_serializable(what, deadline, &f).map(|v| (v, true))
             }
             other => other.map(|v| (v, false)),
+        }
+    }
+
+    /// `try_once`, run again while the server aborts it as a serialization failure or a
+    /// deadlock and time is left: the server rolled the whole transaction back, so nothing
+    /// of it took effect (unlike a broken connection, this is no doubt about a commit), and
+    /// the next run, on a new snapshot, decides. Only SERIALIZABLE (or REPEATABLE READ)
+    /// sessions, and deadlocks, meet such aborts; the ledger's own sessions are READ
+    /// COMMITTED unless the database says otherwise.
+    fn try_serializable<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        deadline: Instant,
+        f: &Arc<Op<T>>,
+    ) -> Result<T> {
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match self.try_once(what, deadline, Arc::clone(f)) {
+                Err(LedgerError::Pg(e))
+                    if is_aborted_for_concurrency(&e) && Instant::now() + pause < deadline =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                other => return other,
+            }
         }
     }
 
@@ -336,6 +362,16 @@ impl Pool {
             }),
         }
     }
+}
+
+/// Whether the server aborted the transaction of `e` because of a concurrent one (SQLSTATE
+/// 40001 serialization failure, 40P01 deadlock): rolled back, nothing of it committed.
+fn is_aborted_for_concurrency(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    matches!(
+        e.code(),
+        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+    )
 }
 
 /// Counts a connection thread as alive until it ends.

@@ -32,10 +32,16 @@ pub(super) const RECENT_BOOKINGS: &str = select!(
 pub(super) const ALL_ROWS: &str = select!("ORDER BY updated_at, guid");
 pub(super) const COUNT_BY_STATE: &str =
     "SELECT state, count(*) FROM tx GROUP BY state ORDER BY state";
-pub(super) const CLAIM_NEW: &str = "\
+/// Claims of new GUIDs, batched (`claims`): $1 GUIDs (each once), $2 transaction codes, $3
+/// requests, $4 channels; the GUIDs returned are the claims won.
+pub(super) const CLAIM_BATCH: &str = "\
     INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at, channel) \
-    VALUES ($1, $2, 'SENT', $3, 1, now(), $4) \
-    ON CONFLICT (guid) DO NOTHING";
+    SELECT v.guid, v.tx_code, 'SENT', v.request, 1, now(), v.channel \
+    FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[]) \
+        WITH ORDINALITY AS v(guid, tx_code, request, channel, n) \
+    ORDER BY v.n \
+    ON CONFLICT (guid) DO NOTHING \
+    RETURNING guid";
 /// Ownership as SQLite's twin: a named channel ($3) re-claims its own rows and rows with no
 /// channel (writing its name), an anonymous one ($3 NULL) only rows with no channel.
 pub(super) const RECLAIM_FAILED: &str = "\
@@ -48,10 +54,20 @@ pub(super) const RECLAIM_FOR_RESEND: &str = "\
     UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = now() \
     WHERE guid = $1 AND state = 'FAILED' AND rsp_code = 'E902' AND attempts < $2 \
     RETURNING attempts";
-pub(super) const TRANSITION: &str = "\
-    UPDATE tx SET state = $3, rsp_code = $4, response = $5, updated_at = now() \
-    WHERE guid = $1 AND state = $2 AND ($6::integer IS NULL OR attempts = $6::integer) \
-    AND ($7::float8 IS NULL OR updated_at <= now() - make_interval(secs => $7::float8))";
+/// Guarded transitions, batched (`results`): one row per change, each GUID once: $1 GUID,
+/// $2 the state it leaves, $3 the state it enters, $4 code, $5 reply, $6 the attempt it
+/// must be on (NULL: any), $7 how long it must have been unchanged (seconds; NULL: no
+/// matter); the GUIDs returned are the changes made.
+pub(super) const TRANSITION_BATCH: &str = "\
+    UPDATE tx SET state = v.to_state, rsp_code = v.rsp_code, response = v.response, \
+        updated_at = now() \
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::integer[], \
+                $7::float8[]) AS v(guid, from_state, to_state, rsp_code, response, attempts, \
+                                   min_age) \
+    WHERE tx.guid = v.guid AND tx.state = v.from_state \
+    AND (v.attempts IS NULL OR tx.attempts = v.attempts) \
+    AND (v.min_age IS NULL OR tx.updated_at <= now() - make_interval(secs => v.min_age)) \
+    RETURNING tx.guid";
 /// Who and why, for the history trigger, for this transaction only.
 pub(super) const ACTOR: &str = "SELECT set_config('txrelay.who', $1, true), \
     set_config('txrelay.reason', coalesce($2, ''), true)";

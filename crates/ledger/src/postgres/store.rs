@@ -25,17 +25,13 @@ impl Store for PgStore {
         request: &[u8],
         channel: Option<&str>,
     ) -> Result<bool> {
-        let p = params![
-            guid.to_string(),
-            tx_code.to_string(),
-            request.to_vec(),
-            channel.map(str::to_string),
-        ];
-        let won = self.claim("claiming", move |c| {
-            let st = c.prepared(CLAIM_NEW)?;
-            Ok((c.client.execute(&st, &p.refs())? == 1).then_some(()))
-        })?;
-        Ok(won.is_some())
+        let claim = super::claims::Claim {
+            guid: guid.to_string(),
+            tx_code: tx_code.to_string(),
+            request: request.to_vec(),
+            channel: channel.map(str::to_string),
+        };
+        self.writes()?.claims.submit(claim, self.pool.deadline())
     }
 
     fn reclaim_failed(
@@ -58,22 +54,9 @@ impl Store for PgStore {
     }
 
     fn transition(&self, c: &Change) -> Result<bool> {
-        let p = params![
-            c.guid.clone(),
-            c.from.as_str(),
-            c.to.as_str(),
-            c.code_str().to_string(),
-            c.response.clone(),
-            c.attempt.map(attempts),
-            c.min_age_secs.map(|s| s as f64),
-        ];
-        let n = if c.who.is_none() && c.reason.is_none() {
-            self.execute("recording a result", TRANSITION, p)?
-        } else {
-            let (who, why) = (c.who.clone(), c.reason.clone());
-            self.execute_as("recording a result", who, why, TRANSITION, p)?
-        };
-        Ok(n == 1)
+        self.writes()?
+            .results
+            .submit(c.clone(), self.pool.deadline())
     }
 
     fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {

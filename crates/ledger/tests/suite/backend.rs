@@ -37,8 +37,27 @@ impl Backend {
     }
 
     pub fn postgres() -> Option<Backend> {
+        Backend::postgres_with("")
+    }
+
+    /// PostgreSQL with every transaction SERIALIZABLE (`default_transaction_isolation`, as
+    /// the distributed SQL engines run): the ledger's statements must hold under it too.
+    pub fn postgres_serializable() -> Option<Backend> {
+        let b = Backend::postgres_with("%20-c%20default_transaction_isolation%3Dserializable")?;
+        let mut c = postgres::Client::connect(&b.arg, postgres::NoTls).unwrap();
+        let level: String = c
+            .query_one("SHOW transaction_isolation", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(level, "serializable", "{}", b.arg);
+        Some(b)
+    }
+
+    /// A fresh schema on the shared server, `options` (URL-encoded) added to its session
+    /// options.
+    fn postgres_with(options: &str) -> Option<Backend> {
         let server = testkit::pg::shared()?;
-        let arg = server.fresh_db();
+        let arg = server.fresh_db() + options;
         let b = Backend {
             db: arg.parse().unwrap(),
             arg,

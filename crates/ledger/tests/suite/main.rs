@@ -11,7 +11,8 @@ mod pg_session;
 mod races;
 mod transitions;
 
-/// Instantiates each test once per backend: `sqlite::NAME` and `postgres::NAME`. A backend
+/// Instantiates each test once per backend: `sqlite::NAME`, `postgres::NAME` and
+/// `postgres_serializable::NAME` (every transaction SERIALIZABLE). A backend
 /// that is not available here (PostgreSQL not installed, outside CI) skips with one line,
 /// and the process ends with one saying how many tests did not run.
 macro_rules! for_each_backend {
@@ -22,6 +23,14 @@ macro_rules! for_each_backend {
         mod postgres {
             $( #[test] fn $test() {
                 match crate::backend::Backend::postgres() {
+                    Some(b) => crate::$module::$test(&b),
+                    None => testkit::pg::did_not_run(),
+                }
+            } )*
+        }
+        mod postgres_serializable {
+            $( #[test] fn $test() {
+                match crate::backend::Backend::postgres_serializable() {
                     Some(b) => crate::$module::$test(&b),
                     None => testkit::pg::did_not_run(),
                 }
