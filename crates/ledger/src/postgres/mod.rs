@@ -8,6 +8,7 @@ mod batch;
 mod claims;
 mod page;
 mod pool;
+mod reclaims;
 mod reconcile;
 mod results;
 mod schema;
@@ -22,7 +23,7 @@ use std::time::Instant;
 use postgres::types::ToSql;
 
 pub use pool::Settings;
-use pool::{PgConn, Pool};
+use pool::Pool;
 pub use schema::{SCHEMA, SCHEMA_LOCK};
 use sql::{ACTOR, COPY_ROW, HAS_INQUIRY_TABLE};
 pub use url::{PgUrl, is_pg_url};
@@ -56,7 +57,8 @@ use params;
 pub struct PgStore {
     pool: Arc<Pool>,
     url: PgUrl,
-    /// Claims of new GUIDs and results, each group-committed (`batch`); none when read-only.
+    /// Claims of new GUIDs, results and re-claims, each group-committed (`batch`); none when
+    /// read-only.
     writes: Option<Writes>,
 }
 
@@ -64,6 +66,7 @@ pub struct PgStore {
 struct Writes {
     claims: batch::Batcher<claims::Claim, bool>,
     results: batch::Batcher<crate::state::Change, bool>,
+    reclaims: batch::Batcher<reclaims::Reclaim, Option<i64>>,
 }
 
 /// Writer threads per kind of write: while one commits, the next batch gathers in another.
@@ -71,7 +74,7 @@ const WRITERS: usize = 2;
 
 impl Writes {
     fn start(pool: &Arc<Pool>) -> Result<Writes> {
-        let (p, q) = (Arc::clone(pool), Arc::clone(pool));
+        let (p, q, r) = (Arc::clone(pool), Arc::clone(pool), Arc::clone(pool));
         Ok(Writes {
             claims: batch::Batcher::start("ledger-pg-claims", "claiming", WRITERS, move |b| {
                 claims::run(&p, b)
@@ -82,6 +85,10 @@ impl Writes {
                 WRITERS,
                 move |b| results::run(&q, b),
             )?,
+            // Rare on the relay (a resend of a FAILED GUID); reprocess --parallel's path.
+            reclaims: batch::Batcher::start("ledger-pg-reclaims", "re-claiming", 1, move |b| {
+                reclaims::run(&r, b)
+            })?,
         })
     }
 }
@@ -250,45 +257,6 @@ impl PgStore {
                 .map(record)
                 .collect()
         })
-    }
-
-    /// A guarded UPDATE … RETURNING attempts: the attempt won, if any.
-    fn claim_returning(
-        &self,
-        what: &'static str,
-        sql: &'static str,
-        params: Params,
-    ) -> Result<Option<i64>> {
-        self.claim(what, move |c| {
-            let st = c.prepared(sql)?;
-            Ok(c.client
-                .query_opt(&st, &params.refs())?
-                .map(|r| r.get::<_, i32>(0).into()))
-        })
-    }
-
-    /// A claim (`f` says what it won, if anything). If the connection broke during its
-    /// first run, the statement runs again on a new connection; but if it then wins nothing,
-    /// the first run's COMMIT may have been the one that won, and nobody can know: such a
-    /// claim counts as not won and as a ledger error (E905, no core call; contract §7).
-    fn claim<T: Send + 'static>(
-        &self,
-        what: &'static str,
-        f: impl Fn(&mut PgConn) -> std::result::Result<Option<T>, postgres::Error>
-        + Send
-        + Sync
-        + 'static,
-    ) -> Result<Option<T>> {
-        let started = Instant::now();
-        let (won, reran) = self.pool.run_noting_rerun(what, self.pool.deadline(), f)?;
-        crate::observe::commit(1, started.elapsed());
-        if reran && won.is_none() {
-            return Err(LedgerError::Unavailable(format!(
-                "{what}: the connection broke while the claim was committed, and its \
-                 second run found the row taken: the first may have won; not claimed"
-            )));
-        }
-        Ok(won)
     }
 }
 

@@ -42,18 +42,26 @@ pub(super) const CLAIM_BATCH: &str = "\
     ORDER BY v.n \
     ON CONFLICT (guid) DO NOTHING \
     RETURNING guid";
-/// Ownership as SQLite's twin: a named channel ($3) re-claims its own rows and rows with no
-/// channel (writing its name), an anonymous one ($3 NULL) only rows with no channel.
-pub(super) const RECLAIM_FAILED: &str = "\
-    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = now(), \
-        channel = coalesce(channel, $3::text) \
-    WHERE guid = $1 AND state = 'FAILED' AND request = $2 \
-    AND (channel IS NULL OR channel = $3::text) \
-    RETURNING attempts";
-pub(super) const RECLAIM_FOR_RESEND: &str = "\
-    UPDATE tx SET state = 'SENT', attempts = attempts + 1, updated_at = now() \
-    WHERE guid = $1 AND state = 'FAILED' AND rsp_code = 'E902' AND attempts < $2 \
-    RETURNING attempts";
+/// Re-claims of FAILED rows resent by a channel, batched (`reclaims`): $1 GUIDs (each once),
+/// $2 the requests they must equal byte for byte, $3 channels. Ownership as SQLite's twin: a
+/// named channel re-claims its own rows and rows with no channel (writing its name), an
+/// anonymous one (NULL) only rows with no channel. The rows returned: the re-claims won, with
+/// the attempt each won.
+pub(super) const RECLAIM_FAILED_BATCH: &str = "\
+    UPDATE tx SET state = 'SENT', attempts = tx.attempts + 1, updated_at = now(), \
+        channel = coalesce(tx.channel, v.channel) \
+    FROM unnest($1::text[], $2::bytea[], $3::text[]) AS v(guid, request, channel) \
+    WHERE tx.guid = v.guid AND tx.state = 'FAILED' AND tx.request = v.request \
+    AND (tx.channel IS NULL OR tx.channel = v.channel) \
+    RETURNING tx.guid, tx.attempts";
+/// `reprocess`'s re-claims, batched (`reclaims`): $1 GUIDs (each once), $2 the attempt cap of
+/// each; FAILED/E902 rows below the cap only.
+pub(super) const RECLAIM_FOR_RESEND_BATCH: &str = "\
+    UPDATE tx SET state = 'SENT', attempts = tx.attempts + 1, updated_at = now() \
+    FROM unnest($1::text[], $2::integer[]) AS v(guid, max_attempts) \
+    WHERE tx.guid = v.guid AND tx.state = 'FAILED' AND tx.rsp_code = 'E902' \
+    AND tx.attempts < v.max_attempts \
+    RETURNING tx.guid, tx.attempts";
 /// Guarded transitions, batched (`results`): one row per change, each GUID once: $1 GUID,
 /// $2 the state it leaves, $3 the state it enters, $4 code, $5 reply, $6 the attempt it
 /// must be on (NULL: any), $7 how long it must have been unchanged (seconds; NULL: no

@@ -40,17 +40,24 @@ impl Store for PgStore {
         request: &[u8],
         channel: Option<&str>,
     ) -> Result<Option<i64>> {
-        let p = params![
-            guid.to_string(),
-            request.to_vec(),
-            channel.map(str::to_string)
-        ];
-        self.claim_returning("re-claiming", RECLAIM_FAILED, p)
+        let reclaim = super::reclaims::Reclaim::Resent {
+            guid: guid.to_string(),
+            request: request.to_vec(),
+            channel: channel.map(str::to_string),
+        };
+        self.writes()?
+            .reclaims
+            .submit(reclaim, self.pool.deadline())
     }
 
     fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
-        let p = params![guid.to_string(), attempts(max_attempts)];
-        self.claim_returning("re-claiming", RECLAIM_FOR_RESEND, p)
+        let reclaim = super::reclaims::Reclaim::ForResend {
+            guid: guid.to_string(),
+            max_attempts: attempts(max_attempts),
+        };
+        self.writes()?
+            .reclaims
+            .submit(reclaim, self.pool.deadline())
     }
 
     fn transition(&self, c: &Change) -> Result<bool> {
