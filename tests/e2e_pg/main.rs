@@ -2,7 +2,8 @@
 //! something on any ledger, compiled once more here (the same files, not copies), every
 //! ledger a schema of its own on the server `testkit::pg` starts; and what only PostgreSQL
 //! has: relays on several ports sharing one ledger, `migrate` from SQLite, passwords in the
-//! database URL, tools starting on a ledger in use, `backup` refusing a PostgreSQL ledger.
+//! database URL, tools starting on a ledger in use, `backup` refusing a PostgreSQL ledger, the
+//! history's statement triggers (and the upgrade to them).
 //!
 //! Without PostgreSQL installed (outside CI) every test returns at once, after one line
 //! that says so, and the process ends with one line saying how many did not run; with
@@ -47,6 +48,7 @@ mod reprocess;
 mod resolve;
 
 mod backup;
+mod history_triggers;
 mod inspect_million;
 mod migrate;
 mod passwords;

@@ -9,7 +9,7 @@ use crate::util::*;
 fn known_version(db: &TempLedger) -> i64 {
     match db.backend() {
         Backend::Sqlite => 6,
-        Backend::Postgres => 3,
+        Backend::Postgres => 4,
     }
 }
 

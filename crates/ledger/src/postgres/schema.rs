@@ -13,8 +13,10 @@ pub const SCHEMA_LOCK: i64 = 0x7478_7265_6c61_7900; // "txrelay"
 
 /// Bumped whenever `SCHEMA` changes; the table `ledger_schema` records what a ledger has
 /// seen (the tools apply the schema only when it says less). 2: `TRUNCATE tx` refused; 3:
-/// `tx.channel` and `tx_history.channel` (contract §8), recorded by the history trigger.
-pub(super) const SCHEMA_VERSION: i32 = 3;
+/// `tx.channel` and `tx_history.channel` (contract §8), recorded by the history trigger; 4:
+/// the history written by statement-level triggers with transition tables (one `INSERT …
+/// SELECT` per statement, however many rows it changed) in place of the row trigger.
+pub(super) const SCHEMA_VERSION: i32 = 4;
 
 /// The schema version a ledger records (0: none yet).
 pub(super) fn schema_version(
