@@ -10,7 +10,7 @@ The elements: noauto (INTEGER PRIMARY KEY without AUTOINCREMENT: no sqlite_seque
 per row), noat (no tx_history_at index), noguid (no tx_history_guid index: the insert
 trigger's replaced-row probe then scans the history; timed only when named in --only), guidonly (the guid index on (guid)
 alone), oneactor (one tx_actor lookup per history row, not two), noprobe (no replaced-row
-probe), atconst (a constant `at` instead of strftime, to bound what the clock costs).
+probe), noautonoat (noauto and noat together), atconst (a constant `at` instead of strftime, to bound what the clock costs).
 
 Then purge's history deletion (the PURGE_HISTORY_CHUNK statement of sqlite/sql.rs) on a
 history of --purge-rows rows, all old and of GUIDs no longer in the ledger, with and without
@@ -48,6 +48,7 @@ VARIANTS = {
     'oneactor': TWO_ACTORS.sub(ONE_ACTOR, v6),
     'noprobe': PROBE.sub(r'\1', v6),
     'atconst': v6.replace("DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))", "DEFAULT ('2026-01-01 00:00:00.000')"),
+    'noautonoat': v6.replace('INTEGER PRIMARY KEY AUTOINCREMENT', 'INTEGER PRIMARY KEY').replace(AT_INDEX, ''),
     'new': new,
 }
 for k, s in VARIANTS.items():

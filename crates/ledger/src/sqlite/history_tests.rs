@@ -1,5 +1,5 @@
-//! Schema version 7: `tx_history` without `AUTOINCREMENT`, one `tx_actor` lookup per history
-//! row. A version-6 file (schema_v6.sql, the schema as it was) is upgraded in place with its
+//! Schema version 7: `tx_history` without `AUTOINCREMENT` and without its index on `at`. A
+//! version-6 file (schema_v6.sql, the schema as it was) is upgraded in place with its
 //! history kept, and every kind of change leaves the same history as it did under version 6.
 
 use super::*;
