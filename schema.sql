@@ -24,10 +24,10 @@ CREATE INDEX IF NOT EXISTS tx_state_updated ON tx (state, updated_at);
 -- (and why, where there is a reason) in tx_actor for the length of their own write; a change
 -- made by hand (sqlite3) finds tx_actor empty and is recorded as 'sql'. Rows of history are
 -- never updated; purge --history-days deletes old ones.
--- Version 7: `id` is the rowid (no AUTOINCREMENT: no sqlite_sequence write per row); older
--- files get the table rebuilt in place, ids kept (sqlite/mod.rs). An id may be given again
--- after the newest rows are deleted; it is still larger than every id left, so a GUID's
--- history stays in order, and nothing outside the ledger refers to a history row by id.
+-- Version 7: no AUTOINCREMENT (no sqlite_sequence write per row); older files get the table
+-- rebuilt in place, ids kept (sqlite/history_table.rs). An id may be given again after the
+-- newest rows are deleted; it is still larger than every id left, so a GUID's history stays
+-- in order, and no table or tool keeps a history row's id (docs/operating.md, History).
 CREATE TABLE IF NOT EXISTS tx_history (
     id         INTEGER PRIMARY KEY,
     guid       TEXT NOT NULL,

@@ -42,8 +42,8 @@ pub const SCHEMA: &str = include_str!("../../../../schema.sql");
 /// OR REPLACE`; 6: `tx.channel` and `tx_history.channel` (contract §8), added by `ALTER
 /// TABLE` to older files, and the history triggers that record it; 7: `tx_history` without
 /// `AUTOINCREMENT` (older files get it rebuilt in place, `history_table`) and without the
-/// index on `at` that no query used: the same history, cheaper to write. The schema is idempotent: a file at any earlier
-/// version gets whatever it lacks.
+/// index on `at` that no query used: the same history, cheaper to write. The schema is
+/// idempotent: a file at any earlier version gets whatever it lacks.
 const SCHEMA_VERSION: i64 = 7;
 
 /// How long a statement waits for another writer before giving up (then: E905).
