@@ -1,41 +1,133 @@
 #!/usr/bin/env python3
-"""What the SQLite history triggers cost the writer, without the relay: 20,000 transfers
-(claim INSERT + result UPDATE, 50 per transaction as the group commit makes them, fsync off) on
-schema.sql as is, without its tx triggers, and with the at index / AUTOINCREMENT left out.
-Prints microseconds per transfer. Usage: python3 scripts/history_trigger_cost.py [--rounds N]"""
-import argparse, os, shutil, sqlite3, tempfile, time
+"""What the SQLite history triggers cost the writer, without the relay: transfers (claim INSERT
++ result UPDATE, --batch per transaction as the group commit makes them, WAL, synchronous FULL
+unless --sync OFF) on the previous schema (version 6, crates/ledger/src/sqlite/schema_v6.sql)
+without its tx triggers, as it was, with each element of its history changed alone, and on
+schema.sql as it is. Prints microseconds per transfer, the least of --rounds (the machine's
+noise only adds), and the median.
+
+The elements: noauto (INTEGER PRIMARY KEY without AUTOINCREMENT: no sqlite_sequence update
+per row), noat (no tx_history_at index), noguid (no tx_history_guid index: the insert
+trigger's replaced-row probe then scans the history; timed only when named in --only), guidonly (the guid index on (guid)
+alone), oneactor (one tx_actor lookup per history row, not two), noprobe (no replaced-row
+probe), noautonoat (noauto and noat together), atconst (a constant `at` instead of strftime, to bound what the clock costs).
+
+Then purge's history deletion (the PURGE_HISTORY_CHUNK statement of sqlite/sql.rs) on a
+history of --purge-rows rows, all old and of GUIDs no longer in the ledger, with and without
+the at index: milliseconds per chunk of 10,000 and for the last chunk (nothing left to find).
+
+Usage: python3 scripts/history_trigger_cost.py [--rounds N] [--transfers N] [--batch N]
+       [--sync FULL|OFF] [--purge-rows N] [--only v6,new,...]"""
+import argparse, os, re, shutil, sqlite3, statistics, tempfile, time
 parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-parser.add_argument('--rounds', type=int, default=2, help='how many times each variant is timed (default 2)')
+parser.add_argument('--rounds', type=int, default=3, help='how many times each variant is timed (default 3)')
+parser.add_argument('--transfers', type=int, default=20000, help='transfers per timing (default 20000)')
+parser.add_argument('--batch', type=int, default=32, help='claims (then results) per transaction (default 32)')
+parser.add_argument('--sync', default='FULL', choices=('FULL', 'OFF'))
+parser.add_argument('--purge-rows', type=int, default=1000000, help='history rows for the purge timing (0: skip)')
+parser.add_argument('--only', default='', help='comma-separated variants to time (default all)')
 args = parser.parse_args()
-if args.rounds < 1:
-    parser.error('--rounds must be at least 1')
+if args.rounds < 1 or args.transfers < args.batch or args.batch < 1:
+    parser.error('--rounds, --batch must be at least 1, --transfers at least --batch')
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+v6 = open(os.path.join(root, 'crates/ledger/src/sqlite/schema_v6.sql')).read()
+new = open(os.path.join(root, 'schema.sql')).read()
+AT_INDEX = 'CREATE INDEX IF NOT EXISTS tx_history_at ON tx_history (at);'
+GUID_INDEX = 'CREATE INDEX IF NOT EXISTS tx_history_guid ON tx_history (guid, id);'
+TWO_ACTORS = re.compile(r"VALUES \((.*?),\s*coalesce\(\(SELECT who FROM tx_actor ORDER BY rowid DESC LIMIT 1\), 'sql'\),\s*"
+                        r"\(SELECT reason FROM tx_actor ORDER BY rowid DESC LIMIT 1\), (\w+\.channel)\);", re.S)
+ONE_ACTOR = (r"SELECT \1, coalesce(a.who, 'sql'), a.reason, \2 "
+             r"FROM (SELECT max(rowid) AS r FROM tx_actor) m LEFT JOIN tx_actor a ON a.rowid = m.r;")
+PROBE = re.compile(r"(CREATE TRIGGER tx_history_on_insert AFTER INSERT ON tx BEGIN\n).*?AND h.to_state IS NOT NULL;\n", re.S)
+VARIANTS = {
+    'none': v6, 'v6': v6,
+    'noauto': v6.replace('INTEGER PRIMARY KEY AUTOINCREMENT', 'INTEGER PRIMARY KEY'),
+    'noat': v6.replace(AT_INDEX, ''),
+    'noguid': v6.replace(GUID_INDEX, ''),
+    'guidonly': v6.replace(GUID_INDEX, 'CREATE INDEX IF NOT EXISTS tx_history_guid ON tx_history (guid);'),
+    'oneactor': TWO_ACTORS.sub(ONE_ACTOR, v6),
+    'noprobe': PROBE.sub(r'\1', v6),
+    'atconst': v6.replace("DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))", "DEFAULT ('2026-01-01 00:00:00.000')"),
+    'noautonoat': v6.replace('INTEGER PRIMARY KEY AUTOINCREMENT', 'INTEGER PRIMARY KEY').replace(AT_INDEX, ''),
+    'new': new,
+}
+for k, s in VARIANTS.items():
+    assert k in ('none', 'v6', 'new') or s != v6, f'variant {k} changed nothing (schema text moved?)'
 tmp = tempfile.mkdtemp()
-schema = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'schema.sql')).read()
-def run(variant):
-    p = os.path.join(tmp, f'{variant}.db')
+
+def fresh(name, schema):
+    p = os.path.join(tmp, f'{name}.db')
     for s in ('', '-wal', '-shm'):
         try: os.remove(p + s)
         except FileNotFoundError: pass
     c = sqlite3.connect(p, isolation_level=None)
-    c.execute('PRAGMA journal_mode=WAL'); c.execute('PRAGMA synchronous=OFF')
-    sch = schema
-    if variant == 'noat': sch = sch.replace('CREATE INDEX IF NOT EXISTS tx_history_at ON tx_history (at);', '')
-    if variant == 'noauto': sch = sch.replace('INTEGER PRIMARY KEY AUTOINCREMENT', 'INTEGER PRIMARY KEY')
-    if variant == 'both': sch = sch.replace('CREATE INDEX IF NOT EXISTS tx_history_at ON tx_history (at);', '').replace('INTEGER PRIMARY KEY AUTOINCREMENT', 'INTEGER PRIMARY KEY')
-    c.executescript(sch)
+    c.execute('PRAGMA journal_mode=WAL'); c.execute(f'PRAGMA synchronous={args.sync}')
+    c.executescript(schema)
+    return c
+
+def run(variant):
+    c = fresh(variant, VARIANTS[variant])
     if variant == 'none':
         for (t,) in c.execute("SELECT name FROM sqlite_master WHERE type='trigger' AND tbl_name='tx'").fetchall():
             c.execute(f'DROP TRIGGER {t}')
-    t0 = time.perf_counter(); n = 0
-    for b in range(400):
+    batches = args.transfers // args.batch
+    def batch(stmt):
         c.execute('BEGIN IMMEDIATE'); c.execute("INSERT INTO tx_actor (who) VALUES ('relay')")
-        for i in range(50):
-            g = f'G{b}-{i}-xxxxxxxxxxxxxxxxxxxxxxxx'
-            c.execute("INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at) VALUES (?, 'TRNF', 'SENT', ?, 1, datetime('now')) ON CONFLICT DO NOTHING", (g, b'x'*120))
-            c.execute("UPDATE tx SET state='DONE', rsp_code='0000', response=?, updated_at=datetime('now') WHERE guid=? AND state='SENT' AND attempts=1", (b'y'*45, g))
-            n += 1
-        c.execute('DELETE FROM tx_actor'); c.execute('COMMIT')
-    return (time.perf_counter() - t0) / n * 1e6
+        r = c.execute('SELECT last_insert_rowid()').fetchone()[0]
+        stmt()
+        c.execute('DELETE FROM tx_actor WHERE rowid = ?', (r,)); c.execute('COMMIT')
+    t0 = time.perf_counter()
+    for b in range(batches):
+        gs = [f'{b:08x}-{i:04x}-4f1e-9a7b-{(b * 7919 + i * 104729) % 10**12:012d}' for i in range(args.batch)]
+        # One statement per row, as the group commit runs them (executemany: little Python).
+        batch(lambda: c.executemany("INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at, channel) VALUES (?, 'TRNF', 'SENT', ?, 1, datetime('now'), NULL) ON CONFLICT (guid) DO NOTHING", [(g, b'x' * 120) for g in gs]))
+        batch(lambda: c.executemany("UPDATE tx SET state = 'DONE', rsp_code = '0000', response = ?, updated_at = datetime('now') WHERE guid = ? AND state = 'SENT' AND (1 IS NULL OR attempts = 1) AND (NULL IS NULL OR updated_at <= datetime('now', NULL))", [(b'y' * 45, g) for g in gs]))
+    us = (time.perf_counter() - t0) / (batches * args.batch) * 1e6
+    c.close()
+    return us
+
+PURGE = """DELETE FROM tx_history WHERE id IN (
+        SELECT id FROM tx_history h
+        WHERE at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1)
+        AND NOT EXISTS (SELECT 1 FROM tx WHERE tx.guid = h.guid
+            AND NOT (tx.state = 'DONE' AND tx.updated_at < datetime('now', ?3)))
+        ORDER BY id LIMIT ?2)
+    AND NOT EXISTS (SELECT 1 FROM tx WHERE tx.guid = tx_history.guid
+        AND NOT (tx.state = 'DONE' AND tx.updated_at < datetime('now', ?3)))"""
+
+def purge(variant):
+    c = fresh('purge-' + variant, VARIANTS[variant])
+    n = args.purge_rows
+    # Old history (400 days) of purged GUIDs, then as much young history (today) after it.
+    c.execute('BEGIN')
+    c.execute(f"""WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {n})
+        INSERT INTO tx_history (guid, from_state, to_state, who, at)
+        SELECT printf('G%012d', i), 'SENT', 'DONE', 'relay',
+               strftime('%Y-%m-%d %H:%M:%f', 'now', '-400 days', '+' || (i / 100) || ' seconds') FROM s""")
+    c.execute(f"""WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {n})
+        INSERT INTO tx_history (guid, from_state, to_state, who) SELECT printf('Y%012d', i), 'SENT', 'DONE', 'relay' FROM s""")
+    c.execute('COMMIT')
+    chunks = []
+    while True:
+        t0 = time.perf_counter()
+        c.execute('BEGIN IMMEDIATE'); k = c.execute(PURGE, ('-365 days', 10000, '-7 days')).rowcount; c.execute('COMMIT')
+        chunks.append((time.perf_counter() - t0) * 1e3)
+        if k < 10000: break
+    c.close()
+    return f'{len(chunks)} chunks, median {statistics.median(chunks[:-1] or chunks):.1f} ms, last {chunks[-1]:.1f} ms'
+
+only = [v for v in args.only.split(',') if v] or [v for v in VARIANTS if v != 'noguid']
+print(f'SQLite {sqlite3.sqlite_version}, {args.transfers} transfers, {args.batch} per transaction, synchronous {args.sync}')
+times = {v: [] for v in only}
 for rnd in range(args.rounds):
-    print(rnd, {v: round(run(v), 1) for v in ('none', 'current', 'noat', 'noauto', 'both')}, 'µs/transfer')
+    for v in only:
+        times[v].append(run(v))
+base = min(times['none']) if 'none' in times else None
+for v in only:
+    m = min(times[v])
+    ratio = f'  none ÷ it {base / m:.2f}' if base else ''
+    print(f'{v:9} {m:7.1f} µs/transfer, median {statistics.median(times[v]):.1f}{ratio}')
+if args.purge_rows:
+    for v in ('v6', 'noat', 'new'):
+        print(f'purge {args.purge_rows} old + {args.purge_rows} young history rows, {v}: {purge(v)}')
 shutil.rmtree(tmp)

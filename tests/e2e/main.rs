@@ -33,6 +33,7 @@ mod batch_metrics;
 mod batch_usage;
 mod bench_smoke;
 mod chaos_smoke;
+mod history_upgrade;
 mod inspect;
 mod lifecycle;
 mod purge;

@@ -8,7 +8,7 @@ use crate::util::*;
 /// The schema version this build writes, per backend.
 fn known_version(db: &TempLedger) -> i64 {
     match db.backend() {
-        Backend::Sqlite => 6,
+        Backend::Sqlite => 7,
         Backend::Postgres => 4,
     }
 }

@@ -9,6 +9,9 @@
 
 pub mod backup;
 mod decode;
+mod history_table;
+#[cfg(test)]
+mod history_tests;
 pub(crate) mod moved;
 mod page;
 mod reconcile;
@@ -37,9 +40,11 @@ pub const SCHEMA: &str = include_str!("../../../../schema.sql");
 /// 2: `tx_history`, its triggers and `tx_actor`; 3: `relay_health` (`/healthz`); 4:
 /// `tx_inquiry` (resolve's backoff); 5: the insert trigger records a row replaced by `INSERT
 /// OR REPLACE`; 6: `tx.channel` and `tx_history.channel` (contract §8), added by `ALTER
-/// TABLE` to older files, and the history triggers that record it. The schema is
+/// TABLE` to older files, and the history triggers that record it; 7: `tx_history` without
+/// `AUTOINCREMENT` (older files get it rebuilt in place, `history_table`) and without the
+/// index on `at` that no query used: the same history, cheaper to write. The schema is
 /// idempotent: a file at any earlier version gets whatever it lacks.
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 
 /// How long a statement waits for another writer before giving up (then: E905).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -295,7 +300,8 @@ fn create_private(path: &Path) {
 /// The schema is idempotent, so a file made by hand from schema.sql (version 0) is fine.
 /// Columns added since a table was first created come first (`ALTER TABLE` has no `IF NOT
 /// EXISTS`: whether a column is there is asked inside the same write transaction), so that
-/// the triggers the schema creates can name them.
+/// the triggers the schema creates can name them; then a `tx_history` of before version 7
+/// is rebuilt without `AUTOINCREMENT`, its rows and ids kept.
 fn migrate(conn: &Connection, path: &Path) -> Result<()> {
     let open_err = |source| LedgerError::Open {
         path: path.to_path_buf(),
@@ -314,6 +320,7 @@ fn migrate(conn: &Connection, path: &Path) -> Result<()> {
         // Version 0 with no `tx` table: a new file, created rather than upgraded.
         let created = from == 0 && !has_table(conn, "tx").map_err(open_err)?;
         add_missing_columns(conn)
+            .and_then(|()| history_table::drop_autoincrement(conn).map(|_| ()))
             .and_then(|()| {
                 conn.execute_batch(&format!(
                     "{SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"

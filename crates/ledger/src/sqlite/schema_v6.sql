@@ -1,0 +1,99 @@
+-- The relay's ledger: one row per GUID. See ../shared/spec/CONTRACT.md §5.
+-- Applied by every tool at start-up; every statement is harmless when run twice.
+CREATE TABLE IF NOT EXISTS tx (
+    guid       TEXT PRIMARY KEY,
+    tx_code    TEXT,
+    state      TEXT NOT NULL
+               CHECK (state IN ('RECEIVED','SENT','DONE','UNKNOWN','FAILED')),
+    rsp_code   TEXT,
+    request    BLOB,
+    response   BLOB,
+    attempts   INTEGER NOT NULL DEFAULT 0,
+    updated_at TEXT NOT NULL DEFAULT (datetime('now')),
+    -- The channel that claimed the GUID (contract §8: its client certificate's CN); NULL for
+    -- anonymous channels and rows inserted by hand. Version 6; older files get it by ALTER
+    -- TABLE (the tools do that before this script runs, see sqlite/mod.rs).
+    channel    TEXT
+);
+
+-- resolve, reprocess and purge select by state and age.
+CREATE INDEX IF NOT EXISTS tx_state_updated ON tx (state, updated_at);
+
+-- History that outlives the row: one row for every change of a tx row, written in the same
+-- transaction by the triggers below, whoever made the change. Our tools say who they are
+-- (and why, where there is a reason) in tx_actor for the length of their own write; a change
+-- made by hand (sqlite3) finds tx_actor empty and is recorded as 'sql'. Rows of history are
+-- never updated; purge --history-days deletes old ones.
+CREATE TABLE IF NOT EXISTS tx_history (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    guid       TEXT NOT NULL,
+    from_state TEXT,            -- NULL: the row was inserted
+    to_state   TEXT,            -- NULL: the row was deleted
+    rsp_code   TEXT,
+    attempts   INTEGER,
+    at         TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    who        TEXT NOT NULL,   -- relay, resolve, reprocess, purge, migrate, operator:NAME, sql
+    reason     TEXT,
+    channel    TEXT             -- the row's channel (version 6)
+);
+CREATE INDEX IF NOT EXISTS tx_history_guid ON tx_history (guid, id);
+CREATE INDEX IF NOT EXISTS tx_history_at ON tx_history (at);
+
+CREATE TABLE IF NOT EXISTS tx_actor (who TEXT NOT NULL, reason TEXT);
+
+-- An INSERT OR REPLACE (or REPLACE) deletes the row it replaces without firing the delete
+-- trigger (SQLite fires it only with recursive_triggers on, which a hand-made session does not
+-- set), so the insert trigger records that deletion itself: if the GUID's newest history row
+-- says the row existed (a to-state), the row it left is the one just replaced. (A BEFORE
+-- trigger could see the old row, but it also fires for the claim's ON CONFLICT DO NOTHING that
+-- inserts nothing.) Version 5 re-creates this trigger; before it, a replaced row left no trace.
+DROP TRIGGER IF EXISTS tx_history_on_insert;
+CREATE TRIGGER tx_history_on_insert AFTER INSERT ON tx BEGIN
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, channel)
+    SELECT h.guid, h.to_state, NULL, h.rsp_code, h.attempts,
+           coalesce((SELECT who FROM tx_actor ORDER BY rowid DESC LIMIT 1), 'sql'),
+           'replaced by INSERT OR REPLACE (the row as its history last recorded it)', h.channel
+    FROM tx_history h
+    WHERE h.id = (SELECT max(id) FROM tx_history WHERE guid = NEW.guid)
+      AND h.to_state IS NOT NULL;
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, channel)
+    VALUES (NEW.guid, NULL, NEW.state, NEW.rsp_code, NEW.attempts,
+            coalesce((SELECT who FROM tx_actor ORDER BY rowid DESC LIMIT 1), 'sql'),
+            (SELECT reason FROM tx_actor ORDER BY rowid DESC LIMIT 1), NEW.channel);
+END;
+
+-- Version 6 re-creates the update and delete triggers too: they record the row's channel.
+DROP TRIGGER IF EXISTS tx_history_on_update;
+CREATE TRIGGER tx_history_on_update AFTER UPDATE ON tx BEGIN
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, channel)
+    VALUES (NEW.guid, OLD.state, NEW.state, NEW.rsp_code, NEW.attempts,
+            coalesce((SELECT who FROM tx_actor ORDER BY rowid DESC LIMIT 1), 'sql'),
+            (SELECT reason FROM tx_actor ORDER BY rowid DESC LIMIT 1), NEW.channel);
+END;
+
+DROP TRIGGER IF EXISTS tx_history_on_delete;
+CREATE TRIGGER tx_history_on_delete AFTER DELETE ON tx BEGIN
+    INSERT INTO tx_history (guid, from_state, to_state, rsp_code, attempts, who, reason, channel)
+    VALUES (OLD.guid, OLD.state, NULL, OLD.rsp_code, OLD.attempts,
+            coalesce((SELECT who FROM tx_actor ORDER BY rowid DESC LIMIT 1), 'sql'),
+            (SELECT reason FROM tx_actor ORDER BY rowid DESC LIMIT 1), OLD.channel);
+END;
+
+CREATE TRIGGER IF NOT EXISTS tx_history_is_never_updated BEFORE UPDATE ON tx_history BEGIN
+    SELECT RAISE(ABORT, 'tx_history rows are never updated');
+END;
+-- The relay's /healthz proves a write and a read round trip on this one row, never on tx.
+CREATE TABLE IF NOT EXISTS relay_health (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    at TEXT NOT NULL
+);
+
+-- resolve's failed inquiries, per GUID (the tx table keeps the contract's columns only):
+-- how many failed in a row, the last error, and when the next inquiry is due (backoff).
+-- A successful inquiry deletes the record; resolve stops asking at --max-inquiries.
+CREATE TABLE IF NOT EXISTS tx_inquiry (
+    guid       TEXT PRIMARY KEY,
+    failures   INTEGER NOT NULL,
+    last_error TEXT,
+    next_at    TEXT NOT NULL
+);
