@@ -10,7 +10,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: scripts/bench.sh [--quick] [--secs N] [--cells LIST] [--out FILE]
+usage: scripts/bench.sh [--quick] [--secs N] [--cells LIST] [--profile] [--out FILE]
 
   --quick     a smoke run of a few seconds per cell (1 s measured, 0.2 s warm-up, 0.5 s
               idle hold); writes target/bench/BENCHMARKS.quick.md unless --out is given
@@ -18,6 +18,11 @@ usage: scripts/bench.sh [--quick] [--secs N] [--cells LIST] [--out FILE]
   --cells LIST  run only these cells (comma-separated names as in the report, e.g.
               relay-c1,http-c1,relay-c64,http-c64; `idle` and `drain` are names too); the
               report then has only their rows and the ratios they give
+  --profile   also run prof-relay-c64 and prof-pg-relay-c64: the same as relay-c64 and
+              pg-relay-c64, under a system-wide `perf record` (perf from linux-perf; the
+              cells are skipped, said so, without it), not counted in any ratio; the report
+              gets where each process's CPU went and the relay's and PostgreSQL's hottest
+              functions
   --out FILE  where to write the report (default: BENCHMARKS.md at the repository root)
   --help      this text
 
@@ -55,6 +60,7 @@ EOF
 }
 
 quick=0
+profile=0
 secs=10
 cells=""
 out=""
@@ -65,6 +71,7 @@ while (($#)); do
         --secs) secs=${2:?--secs needs a value}; shift ;;
         --out) out=${2:?--out needs a value}; shift ;;
         --cells) cells=${2:?--cells needs a value}; shift ;;
+        --profile) profile=1 ;;
         *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -248,6 +255,27 @@ print(json.dumps({k: b[k] - a[k] for k in ("wal", "commits", "syncs")} if a and 
 PY
 }
 
+# perf_summary DATA RELAY_PID: the profile's split by command and the hottest functions of
+# the relay and of PostgreSQL's processes, as JSON (perf report's text, a line each).
+perf_summary() {
+    local data=$1 relay_pid=$2
+    python3 - "$data" "$relay_pid" <<'PY'
+import json, subprocess, sys
+data, pid = sys.argv[1:]
+def report(*args, n=15):
+    try:
+        out = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-q",
+                              "--percent-limit", "0.5", *args],
+                             capture_output=True, text=True, timeout=300).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [l.rstrip() for l in out.splitlines() if l.strip() and not l.startswith("#")][:n]
+print(json.dumps({"by_command": report("--sort", "comm", n=12),
+                  "relay": report("--pid", pid, "--sort", "dso,sym", n=20),
+                  "postgres": report("--comms", "postgres", "--sort", "sym", n=15)}))
+PY
+}
+
 # vm FIELD PID: a kB figure from /proc/PID/status.
 vm() { awk -v f="$1:" '$1 == f {print $2}' "/proc/$2/status" 2>/dev/null || true; }
 
@@ -396,13 +424,22 @@ PY
         relay=$(sed -n 's/^http listening on //p' "$work/$name.relay.log.out" | head -n 1)
         door=(--http)
     fi
-    local pg_before="{}" pg="null"
+    local pg_before="{}" pg="null" perf_pid="" prof="null"
     [[ $mode != pg-relay ]] || pg_before=$(pg_snap)
+    if [[ $name == prof-* ]]; then
+        perf record -a -F 499 -o "$work/$name.perf.data" -- sleep "$secs" \
+            >"$work/$name.perf.log" 2>&1 &
+        perf_pid=$!
+    fi
     cpu_before=$(cpu_snap "$relay_pid" "$core_pid")
     run_loadgen "$name" "${door[@]}" --relay "$relay" --connections "$conns" \
         --duration-secs "$secs" --warmup-secs "$warmup" --resend-ratio "$ratio" \
         --seed "$RANDOM" --guid-prefix "$prefix" "$@"
     local lrc=$rc lcmd=$cmd
+    if [[ -n $perf_pid ]]; then
+        wait "$perf_pid" || true
+        prof=$(perf_summary "$work/$name.perf.data" "$relay_pid")
+    fi
     cpu=$(cpu_split "$cpu_before" "$(cpu_snap "$relay_pid" "$core_pid")")
     [[ $mode != pg-relay ]] || pg=$(pg_delta "$pg_before" "$(pg_snap)")
     local hwm threads
@@ -418,7 +455,7 @@ PY
     record "$name" "$work/$name.json" "mode=\"$mode\"" "connections=$conns" \
         "loadgen_rc=$lrc" "command=$(json_str "$lcmd")" "core=$stats" \
         "ledger=$states" "relay_vmhwm_kb=${hwm:-null}" "relay_threads_at_end=${threads:-null}" \
-        "relay_log=$logsum" "cpu=$cpu" "pg=$pg"
+        "relay_log=$logsum" "cpu=$cpu" "pg=$pg" "profile=$prof"
     python3 - "$work/$name.json" "$stats" <<'PY' || failed=1
 import json, sys
 text = open(sys.argv[1]).read().strip()
@@ -529,6 +566,14 @@ for ((r = 1; r <= cost_rounds; r++)); do
 done
 [[ -z $pg_base ]] || multi_cell "pg3-c64" 3 64
 cell "replay-c64" replay 64 --replay-only --pool "$pool"
+if ((profile)); then
+    if command -v perf >/dev/null; then
+        cell "prof-relay-c64" relay 64
+        [[ -z $pg_base ]] || cell "prof-pg-relay-c64" pg-relay 64
+    else
+        echo "== no perf here (Debian: linux-perf): the prof cells skipped"
+    fi
+fi
 
 drain_out="$work/drain.txt"
 : >"$drain_out"
@@ -628,6 +673,7 @@ order = [c for c in ("relay-c1", "http-c1", "tls-c1", "pg-relay-c1", "direct-c1"
                      "direct-c8", "relay-c64", "http-c64", "tls-c64", "pg-relay-c64", "direct-c64", "pg3-c64",
                      "replay-c64") if c in by]
 order += [c for c in by if c.startswith("cost")]  # in the order they ran
+order += [c for c in by if c.startswith("prof-")]
 for c in order:
     r, row = res(c), by[c]
     codes = ", ".join(f"{k}: {v:,}" for k, v in (r.get("replies_by_code") or {}).items()) or "-"
@@ -821,6 +867,30 @@ if drain:
         w(l)
     w("```")
     w("")
+profiled = [c for c in ("prof-relay-c64", "prof-pg-relay-c64") if (by.get(c) or {}).get("profile")]
+if profiled:
+    w("## Profiles")
+    w("")
+    w("`--profile`: each cell again (not counted in any ratio above) under `perf record -a -F 499` "
+      "for its first measured seconds (warm-up included), every process of the machine sampled. "
+      "`perf report --no-children --sort comm` (which threads and processes the CPU went to: the "
+      "relay's threads carry its name or the thread's), then the relay's process alone by "
+      "library and function, then PostgreSQL's processes by function; every percentage is of all the samples of the machine.")
+    w("")
+    for c in profiled:
+        p = by[c]["profile"]
+        for part, title in (("by_command", "by command"), ("relay", "the relay, by library and function"),
+                            ("postgres", "PostgreSQL's processes, by function")):
+            lines = p.get(part) or []
+            if not lines:
+                continue
+            w(f"{c}, {title}:")
+            w("")
+            w("```")
+            for l in lines:
+                w(l)
+            w("```")
+            w("")
 w("## Idle connections")
 w("")
 i = res("idle")
