@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use postgres::types::ToSql;
 
-pub use pool::Settings;
 use pool::Pool;
+pub use pool::Settings;
 pub use schema::{SCHEMA, SCHEMA_LOCK};
 use sql::{ACTOR, COPY_ROW, HAS_INQUIRY_TABLE};
 pub use url::{PgUrl, is_pg_url};
