@@ -10,6 +10,7 @@
 //! identity from the client certificate (`identity`); the frames then travel inside the
 //! session unchanged. The open connections and their limits are `Slot`s.
 
+mod allocator;
 mod descriptors;
 mod error;
 mod frames;
@@ -241,6 +242,7 @@ impl Relay {
     /// can be found without the ledger leaves it untouched.
     pub fn start(db: &Db, config: Config) -> Result<Relay, StartError> {
         crate::observers::install();
+        allocator::keep_freed_memory();
         let late_sockets = if config.late_reply.is_zero() {
             0
         } else {
