@@ -40,7 +40,7 @@ use log::{info, warn};
 use rustls::{ServerConfig, StreamOwned};
 
 use self::descriptors::{ledger_descriptors, raise_descriptor_limit};
-use self::frames::{ConnEnd, read_frame};
+use self::frames::{ConnEnd, Timeouts, read_frame};
 use self::handshake::{Refused, handshake};
 use crate::admin::Admin;
 use crate::late::LateReplies;
@@ -742,7 +742,8 @@ fn serve_frames<S: Read + Write>(
 ) -> Result<(), ConnEnd> {
     let cfg = &shared.config;
     let peer = peer_label(sock);
-    while let Some(msg) = read_frame(reader, sock, cfg.idle_timeout, cfg.frame_timeout)? {
+    let mut timeouts = Timeouts::new(cfg.idle_timeout, cfg.frame_timeout);
+    while let Some(msg) = read_frame(reader, sock, &mut timeouts)? {
         let started = Instant::now();
         let handled = transfer::handle(
             shared.store.as_ref(),
