@@ -10,6 +10,7 @@
 //! identity from the client certificate (`identity`); the frames then travel inside the
 //! session unchanged. The open connections and their limits are `Slot`s.
 
+mod allocator;
 mod descriptors;
 mod error;
 mod frames;
@@ -39,7 +40,7 @@ use log::{info, warn};
 use rustls::{ServerConfig, StreamOwned};
 
 use self::descriptors::{ledger_descriptors, raise_descriptor_limit};
-use self::frames::{ConnEnd, read_frame};
+use self::frames::{ConnEnd, Timeouts, read_frame};
 use self::handshake::{Refused, handshake};
 use crate::admin::Admin;
 use crate::late::LateReplies;
@@ -241,6 +242,7 @@ impl Relay {
     /// can be found without the ledger leaves it untouched.
     pub fn start(db: &Db, config: Config) -> Result<Relay, StartError> {
         crate::observers::install();
+        allocator::keep_freed_memory();
         let late_sockets = if config.late_reply.is_zero() {
             0
         } else {
@@ -740,7 +742,8 @@ fn serve_frames<S: Read + Write>(
 ) -> Result<(), ConnEnd> {
     let cfg = &shared.config;
     let peer = peer_label(sock);
-    while let Some(msg) = read_frame(reader, sock, cfg.idle_timeout, cfg.frame_timeout)? {
+    let mut timeouts = Timeouts::new(cfg.idle_timeout, cfg.frame_timeout);
+    while let Some(msg) = read_frame(reader, sock, &mut timeouts)? {
         let started = Instant::now();
         let handled = transfer::handle(
             shared.store.as_ref(),

@@ -34,18 +34,40 @@ pub(super) fn is_timeout(e: &io::Error) -> bool {
     )
 }
 
+/// A connection's two read timeouts, and whether the socket's is the idle one now (so that
+/// a channel that sends frame after frame costs no `setsockopt` per frame).
+pub(super) struct Timeouts {
+    idle: Duration,
+    frame: Duration,
+    /// The socket's read timeout is `idle` (set by the last frame's wait and not changed
+    /// since).
+    idle_set: bool,
+}
+
+impl Timeouts {
+    pub(super) fn new(idle: Duration, frame: Duration) -> Timeouts {
+        Timeouts {
+            idle,
+            frame,
+            idle_set: false,
+        }
+    }
+}
+
 /// Reads one frame from `r`, a reader over `sock` (the socket itself, or a TLS session on
 /// it): the timeouts are set on `sock`. `Ok(None)`: the channel closed cleanly between
 /// frames. The idle timeout runs until a frame's first byte; from then on the whole frame
-/// has `frame_timeout`.
+/// has the frame timeout.
 pub(super) fn read_frame<R: Read>(
     r: &mut BufReader<R>,
     sock: &TcpStream,
-    idle: Duration,
-    frame: Duration,
+    t: &mut Timeouts,
 ) -> Result<Option<Vec<u8>>, ConnEnd> {
     if r.buffer().is_empty() {
-        sock.set_read_timeout(Some(idle)).map_err(ConnEnd::Io)?;
+        if !t.idle_set {
+            sock.set_read_timeout(Some(t.idle)).map_err(ConnEnd::Io)?;
+            t.idle_set = true;
+        }
         loop {
             match io::BufRead::fill_buf(r) {
                 Ok([]) => return Ok(None),
@@ -62,7 +84,8 @@ pub(super) fn read_frame<R: Read>(
     let mut by_deadline = Deadline {
         r,
         sock,
-        at: Instant::now() + frame,
+        at: Instant::now() + t.frame,
+        idle_set: &mut t.idle_set,
     };
     wire::read_frame(&mut by_deadline)
         .map(Some)
@@ -80,6 +103,8 @@ pub(super) struct Deadline<'a, R> {
     pub(super) r: &'a mut BufReader<R>,
     pub(super) sock: &'a TcpStream,
     pub(super) at: Instant,
+    /// Cleared when this reader changes the socket's read timeout.
+    pub(super) idle_set: &'a mut bool,
 }
 
 impl<R: Read> Read for Deadline<'_, R> {
@@ -89,8 +114,55 @@ impl<R: Read> Read for Deadline<'_, R> {
             if left.is_zero() {
                 return Err(io::ErrorKind::TimedOut.into());
             }
+            *self.idle_set = false;
             self.sock.set_read_timeout(Some(left))?;
         }
         self.r.read(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::TcpListener;
+    use std::thread;
+
+    use super::*;
+
+    /// The idle timeout is set once, not per frame, so a frame that had to wait for its
+    /// rest (and set the frame deadline on the socket) must put the idle timeout back: the
+    /// silence after it is idle, closed at the idle timeout, not at what was left of the
+    /// frame's.
+    #[test]
+    fn after_a_frame_that_arrived_in_pieces_silence_is_idle_again() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (sock, _) = listener.accept().unwrap();
+        let frame = wire::frame(b"hello");
+        let sender = thread::spawn(move || {
+            for piece in [&frame[..], &frame[..2]] {
+                client.write_all(piece).unwrap();
+            }
+            thread::sleep(Duration::from_millis(100));
+            client.write_all(&frame[2..]).unwrap();
+            client // kept open, silent
+        });
+        let mut r = BufReader::new(&sock);
+        let mut t = Timeouts::new(Duration::from_millis(300), Duration::from_secs(30));
+        for _ in 0..2 {
+            let got = read_frame(&mut r, &sock, &mut t).unwrap();
+            assert_eq!(got.as_deref(), Some(&b"hello"[..]));
+        }
+        let _client = sender.join().unwrap();
+        let waited = Instant::now();
+        assert!(matches!(
+            read_frame(&mut r, &sock, &mut t),
+            Err(ConnEnd::Idle)
+        ));
+        assert!(
+            waited.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            waited.elapsed()
+        );
     }
 }

@@ -26,6 +26,9 @@ struct Slots {
     idle: Vec<Ledger>,
     /// Connections that exist, idle or lent.
     open: usize,
+    /// Threads waiting for a return (a return wakes one only if there is one: a condition
+    /// variable's notify is a system call even when nobody waits).
+    waiting: usize,
 }
 
 impl Pool {
@@ -37,6 +40,7 @@ impl Pool {
             slots: Mutex::new(Slots {
                 idle: vec![first],
                 open: 1,
+                waiting: 0,
             }),
             returned: Condvar::new(),
         })
@@ -69,11 +73,13 @@ impl Pool {
             if left.is_zero() {
                 return Err(LedgerError::PoolExhausted);
             }
+            slots.waiting += 1;
             slots = self
                 .returned
                 .wait_timeout(slots, left.min(Duration::from_millis(100)))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            slots.waiting -= 1;
         }
     }
 
@@ -107,8 +113,13 @@ impl std::ops::Deref for Pooled<'_> {
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
         if let Some(l) = self.ledger.take() {
-            self.pool.slots().idle.push(l);
-            self.pool.returned.notify_one();
+            let mut slots = self.pool.slots();
+            slots.idle.push(l);
+            let someone_waits = slots.waiting > 0;
+            drop(slots);
+            if someone_waits {
+                self.pool.returned.notify_one();
+            }
         }
     }
 }

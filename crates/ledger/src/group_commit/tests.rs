@@ -1,21 +1,19 @@
 //! The group commit's own tests: durable connections, and what a batch's COMMIT decides.
 
-use std::sync::mpsc::Receiver;
-
-use super::writer::{Job, commit_batch, submission};
+use super::writer::{Answer, Job, commit_batch, submission};
 use super::*;
 use crate::error::LedgerError;
 use crate::state::State;
 use crate::store::{HEALTH_PROBE_GUID, Store};
 
 /// A claim of `g` as the relay submits it, and where its result comes.
-fn claim(g: &str) -> (Box<dyn Job>, Receiver<Result<bool>>) {
+fn claim(g: &str) -> (Box<dyn Job>, Answer<bool>) {
     let g = g.to_string();
     submission(move |l| l.claim_new(&g, "TRNF", g.as_bytes(), None))
 }
 
 /// `/healthz`'s write as the relay submits it.
-fn touch_health() -> (Box<dyn Job>, Receiver<Result<()>>) {
+fn touch_health() -> (Box<dyn Job>, Answer<()>) {
     submission(|l| l.touch_health())
 }
 
@@ -23,10 +21,10 @@ fn touch_health() -> (Box<dyn Job>, Receiver<Result<()>>) {
 /// them (`answers`), in order.
 fn claims_of(
     l: &Ledger,
-    jobs: Vec<Box<dyn Job>>,
-    answers: &[Receiver<Result<bool>>],
+    mut jobs: Vec<Box<dyn Job>>,
+    answers: &[Answer<bool>],
 ) -> Vec<Result<bool>> {
-    commit_batch(l, jobs);
+    commit_batch(l, &mut jobs);
     answers.iter().map(|a| a.recv().unwrap()).collect()
 }
 
@@ -152,4 +150,60 @@ fn the_health_probe_leaves_the_claims_of_its_batch_alone() {
         assert_eq!(h[0].who, "relay", "{g}: {h:?}");
     }
     assert!(other.read_health().unwrap().is_some());
+}
+
+/// Many threads submitting at once: each is answered with its own statement's result, after
+/// the commit that holds it, and the writes share commits.
+#[test]
+fn concurrent_submitters_each_get_their_own_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let writer = std::sync::Arc::new(Writer::start(&path, "test").unwrap());
+    let threads: Vec<_> = (0..16)
+        .map(|t| {
+            let writer = std::sync::Arc::clone(&writer);
+            std::thread::spawn(move || {
+                (0..50)
+                    .map(|n| {
+                        // Every GUID twice: the first claim wins, the second finds the row.
+                        let g = format!("G-{t}-{}", n / 2);
+                        writer
+                            .submit(move |l| l.claim_new(&g, "TRNF", g.as_bytes(), None))
+                            .unwrap()
+                    })
+                    .collect::<Vec<bool>>()
+            })
+        })
+        .collect();
+    for t in threads {
+        let won = t.join().unwrap();
+        let want: Vec<bool> = (0..50).map(|n| n % 2 == 0).collect();
+        assert_eq!(won, want);
+    }
+    drop(writer);
+    let other = Ledger::open(&path).unwrap();
+    assert_eq!(
+        other.count_by_state().unwrap(),
+        vec![(State::Sent, 16 * 25)]
+    );
+}
+
+/// A statement that panics ends the writer thread: its submitter, and every one after it,
+/// is told the writer stopped instead of waiting for ever.
+#[test]
+fn a_writer_that_died_answers_every_submitter() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Writer::start(&dir.path().join("l.db"), "test").unwrap();
+    assert!(
+        writer
+            .submit(|l| l.claim_new("G-P1", "TRNF", b"x", None))
+            .unwrap()
+    );
+    let died = writer.submit(|_| -> Result<()> { panic!("a statement that panics") });
+    match died {
+        Err(LedgerError::Writer(msg)) => assert!(msg.contains("stopped"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+    let after = writer.submit(|l| l.claim_new("G-P2", "TRNF", b"x", None));
+    assert!(matches!(after, Err(LedgerError::Writer(_))), "{after:?}");
 }

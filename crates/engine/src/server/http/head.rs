@@ -217,7 +217,14 @@ pub(super) fn read_body<R: Read>(
     at: Instant,
 ) -> Result<Vec<u8>, ConnEnd> {
     let mut body = vec![0u8; len];
-    let mut by = Deadline { r, sock, at };
+    // The HTTP door sets its idle timeout before every request: nothing to keep track of.
+    let mut changed = false;
+    let mut by = Deadline {
+        r,
+        sock,
+        at,
+        idle_set: &mut changed,
+    };
     by.read_exact(&mut body).map_err(end_of)?;
     Ok(body)
 }
