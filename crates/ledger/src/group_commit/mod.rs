@@ -3,6 +3,7 @@
 //! connections (`pool`). It is an SQLite store like any (`sqlite::Hold`): writes are
 //! submitted to the writer, reads run on the pool.
 
+mod checkpoint;
 mod pool;
 #[cfg(test)]
 mod tests;
@@ -10,6 +11,7 @@ mod writer;
 
 use std::path::Path;
 
+pub use checkpoint::Checkpointer;
 pub use pool::{POOL_MAX, Pool, Pooled};
 pub use writer::Writer;
 
@@ -21,6 +23,7 @@ use crate::store::Durability;
 pub struct GroupCommit {
     writer: Writer,
     reads: Pool,
+    _checkpoints: Checkpointer,
 }
 
 impl GroupCommit {
@@ -30,6 +33,7 @@ impl GroupCommit {
         Ok(GroupCommit {
             reads: Pool::open(path)?,
             writer: Writer::start(path, who)?,
+            _checkpoints: Checkpointer::start(path)?,
         })
     }
 

@@ -140,6 +140,15 @@ impl Writer {
     /// is dropped.
     pub fn start(path: &Path, who: &str) -> Result<Writer> {
         let ledger = Ledger::open(path)?.acting_as(who);
+        // Checkpoints are the checkpointer thread's (`checkpoint`); this is the backstop.
+        ledger
+            .connection()
+            .pragma_update(
+                None,
+                "wal_autocheckpoint",
+                super::checkpoint::WRITER_AUTOCHECKPOINT,
+            )
+            .map_err(LedgerError::from)?;
         let durability = ledger.durability()?;
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {
