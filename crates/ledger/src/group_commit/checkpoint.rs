@@ -48,3 +48,38 @@ impl Checkpointer {
         Ok(Checkpointer { _stop: stop })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::group_commit::GroupCommit;
+    use crate::store::Store;
+
+    /// The writer's commits reach the database file without the writer checkpointing: a few
+    /// claims (far below the writer's own threshold, and below SQLite's default 1,000
+    /// pages) are copied from the log into the file by the checkpointer while the store is
+    /// open.
+    #[test]
+    fn the_checkpointer_copies_the_log_into_the_file_while_the_relay_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.db");
+        let store = GroupCommit::open(&path, "test").unwrap();
+        let size = || std::fs::metadata(&path).unwrap().len();
+        let before = size();
+        for i in 0..200 {
+            let g = format!("G-CKPT-{i:04}-{}", "x".repeat(200));
+            assert!(store.claim_new(&g, "TRNF", g.as_bytes(), None).unwrap());
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while size() <= before && Instant::now() < deadline {
+            std::thread::sleep(EVERY);
+        }
+        assert!(
+            size() > before,
+            "the file is still {before} bytes: nothing checkpointed"
+        );
+        drop(store);
+    }
+}
