@@ -400,10 +400,19 @@ pub(super) fn timeouts(limit: Duration) -> String {
 
 /// A new session: commits durable whatever the role, the database or the server says
 /// (`synchronous_commit` set to `on` unless it is one of `DURABLE_COMMIT` already, then read
-/// back and checked), server-side timeouts as a backstop to ours, read-only if asked.
+/// back and checked), server-side timeouts as a backstop to ours, read-only if asked, and
+/// every statement planned when it runs.
+///
+/// `plan_cache_mode = force_custom_plan`: the session's prepared statements are planned for
+/// each execution, with its parameters and the table as it is then. PostgreSQL's default
+/// may settle, after five executions, on one generic plan for the life of the session, made
+/// for the table as it was: on a new ledger (a few rows) that plan finds a result's row by
+/// scanning the whole `tx` table, and keeps doing so as the table grows, until autovacuum's
+/// next ANALYZE. Planning a statement costs tens of microseconds, once per batch.
 fn set_up(mut client: Client, s: &Settings) -> Result<PgConn> {
     let mut sql = timeouts(s.op_deadline);
     sql.push_str("SET client_min_messages = warning;");
+    sql.push_str("SET plan_cache_mode = force_custom_plan;");
     if s.read_only {
         sql.push_str("SET default_transaction_read_only = on;");
     }
