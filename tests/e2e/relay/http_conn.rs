@@ -30,6 +30,26 @@ fn keep_alive_serves_requests_in_turn_and_close_closes() {
 }
 
 #[test]
+fn a_head_request_is_answered_405_without_a_body_and_the_connection_stays_usable() {
+    skip_if_unavailable!();
+    let (_s, h) = http_scene(&[], &[]);
+    let mut c = Http::connect(&h);
+    assert_eq!(
+        c.post(Some("\"G-K-HEAD\""), &transfer_body(1, "")).status,
+        200
+    );
+    c.send_raw(b"HEAD /v1/transfers/G-K-HEAD HTTP/1.1\r\nHost: r\r\n\r\n");
+    c.send_raw(b"GET /v1/transfers/G-K-HEAD HTTP/1.1\r\nHost: r\r\n\r\n");
+    let head = c.head_answer().unwrap();
+    assert_eq!(head.status, 405);
+    assert_eq!(head.header("allow"), Some("GET"));
+    // Had the HEAD's answer carried its body, these would be its bytes, not a status line.
+    let g = c.answer().unwrap();
+    assert_eq!(g.status, 200, "{g:?}");
+    assert_eq!(g.json()["state"], "DONE");
+}
+
+#[test]
 fn half_a_head_or_a_short_body_is_closed_at_the_frame_timeout() {
     skip_if_unavailable!();
     let ms = FRAME_MS.to_string();

@@ -92,6 +92,15 @@ impl Http {
 
     /// The next answer; `None` if the relay closed first.
     pub fn answer(&mut self) -> Option<Answer> {
+        self.read_answer(true)
+    }
+
+    /// The next answer to a HEAD: its head alone, whatever its `Content-Length` says.
+    pub fn head_answer(&mut self) -> Option<Answer> {
+        self.read_answer(false)
+    }
+
+    fn read_answer(&mut self, with_body: bool) -> Option<Answer> {
         let end = loop {
             if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break i + 4;
@@ -112,7 +121,7 @@ impl Http {
             .collect();
         let len: usize = headers
             .iter()
-            .find(|(n, _)| n == "content-length")
+            .find(|(n, _)| n == "content-length" && with_body)
             .map_or(0, |(_, v)| v.parse().unwrap());
         while self.buf.len() < end + len {
             assert!(self.fill(), "closed in the middle of a body");

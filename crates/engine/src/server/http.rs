@@ -49,12 +49,12 @@ pub(super) fn serve_http<S: Read + Write>(
             Err(BadHead::End(end)) => return Err(end),
             Err(BadHead::Malformed(why)) => {
                 let a = answer::problem(400, None, "malformed request line or header");
-                send(reader.get_mut(), &a, true)?;
+                send(reader.get_mut(), &a, Framing::close())?;
                 return Err(ConnEnd::BadPrefix(format!("malformed HTTP request: {why}")));
             }
             Err(BadHead::TooLarge) => {
                 let a = answer::problem(431, None, "the request head is larger than 16 KiB");
-                send(reader.get_mut(), &a, true)?;
+                send(reader.get_mut(), &a, Framing::close())?;
                 return Err(ConnEnd::BadPrefix("HTTP request head too large".into()));
             }
         };
@@ -83,7 +83,12 @@ pub(super) fn serve_http<S: Read + Write>(
                 (a, !head.keep_alive() || shared.stopping())
             }
         };
-        send(reader.get_mut(), &a, close)?;
+        // A HEAD's answer is its head alone (RFC 9110 §9.3.2): §9 answers it 405.
+        let framing = Framing {
+            close,
+            body: head.method != "HEAD",
+        };
+        send(reader.get_mut(), &a, framing)?;
         if close {
             return Ok(());
         }
@@ -98,8 +103,24 @@ fn continue_now(out: &mut impl Write) -> Result<(), ConnEnd> {
         .map_err(ConnEnd::Io)
 }
 
+/// How an answer goes out: with `Connection: close`, with its body.
+#[derive(Clone, Copy)]
+pub(super) struct Framing {
+    pub close: bool,
+    pub body: bool,
+}
+
+impl Framing {
+    fn close() -> Framing {
+        Framing {
+            close: true,
+            body: true,
+        }
+    }
+}
+
 /// Writes `a` and counts it.
-fn send(out: &mut impl Write, a: &Answer, close: bool) -> Result<(), ConnEnd> {
+fn send(out: &mut impl Write, a: &Answer, framing: Framing) -> Result<(), ConnEnd> {
     let code = a
         .code
         .map_or_else(|| "-".to_string(), |c| String::from_utf8_lossy(&c).into());
@@ -107,7 +128,7 @@ fn send(out: &mut impl Write, a: &Answer, close: bool) -> Result<(), ConnEnd> {
         .http_responses
         .with_label_values(&[&a.status.to_string(), &code])
         .inc();
-    a.write_to(out, close).map_err(ConnEnd::Io)
+    a.write_to(out, framing).map_err(ConnEnd::Io)
 }
 
 /// The answer to a request whose body (`None`: it had no `Content-Length`) has been read.

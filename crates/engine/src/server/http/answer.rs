@@ -1,10 +1,11 @@
 //! The answers of the HTTP channel API (CONTRACT §9): a transfer's outcome, what the ledger
-//! knows of a GUID, and RFC 9457 problems; every body JSON built by serde.
+//! knows of a GUID, and RFC 9457 problems; every body JSON built by serde, its members in the
+//! contract's order (structs, not maps: a map would sort them).
 
 use std::io::{self, Write};
 
 use ledger::state::{Row, State};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
 use wire::Code;
 
 use crate::transfer::Handled;
@@ -43,33 +44,43 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-fn json_answer(status: u16, code: Option<Code>, body: &Value) -> Answer {
+fn json_answer(status: u16, code: Option<Code>, body: &impl Serialize) -> Answer {
     Answer {
         status,
         code,
         headers: Vec::new(),
         content_type: "application/json",
-        body: serde_json::to_vec(body).expect("a JSON value serialises"),
+        body: serde_json::to_vec(body).expect("strings and integers serialise"),
     }
+}
+
+/// An RFC 9457 problem's body, in §9's order.
+#[derive(Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    ty: String,
+    title: &'a str,
+    status: u16,
+    detail: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<String>,
 }
 
 /// An RFC 9457 problem: `type`, `title`, `status`, `detail`, and `code` when one of §4 applies.
 pub(super) fn problem(status: u16, code: Option<Code>, detail: &str) -> Answer {
-    let mut body = Map::new();
-    let ty = code.map_or_else(
-        || "about:blank".to_string(),
-        |c| format!("urn:txrelay:problem:{}", code_str(&c)),
-    );
-    body.insert("type".into(), ty.into());
-    body.insert("title".into(), title(status, code).into());
-    body.insert("status".into(), status.into());
-    body.insert("detail".into(), detail.into());
-    if let Some(c) = code {
-        body.insert("code".into(), code_str(&c).into());
-    }
+    let body = Problem {
+        ty: code.map_or_else(
+            || "about:blank".to_string(),
+            |c| format!("urn:txrelay:problem:{}", code_str(&c)),
+        ),
+        title: title(status, code),
+        status,
+        detail,
+        code: code.map(|c| code_str(&c)),
+    };
     Answer {
         content_type: "application/problem+json",
-        ..json_answer(status, code, &Value::Object(body))
+        ..json_answer(status, code, &body)
     }
 }
 
@@ -95,8 +106,9 @@ impl Answer {
     }
 
     /// Writes the answer, head and body in one write (one segment on a kept-alive
-    /// connection, not two); `close` adds `Connection: close`.
-    pub fn write_to(&self, out: &mut impl Write, close: bool) -> io::Result<()> {
+    /// connection, not two); `Connection: close` when the framing says so, and no body
+    /// (the head still saying its length) for a HEAD.
+    pub fn write_to(&self, out: &mut impl Write, framing: super::Framing) -> io::Result<()> {
         let mut all = Vec::with_capacity(160 + self.body.len());
         write!(
             all,
@@ -109,41 +121,61 @@ impl Answer {
         for (name, value) in &self.headers {
             write!(all, "{name}: {value}\r\n")?;
         }
-        if close {
+        if framing.close {
             all.extend_from_slice(b"Connection: close\r\n");
         }
         all.extend_from_slice(b"\r\n");
-        all.extend_from_slice(&self.body);
+        if framing.body {
+            all.extend_from_slice(&self.body);
+        }
         out.write_all(&all)?;
         out.flush()
     }
 }
 
+/// A transfer as §9 shows it, members in its order: `guid`, `state` (the 202 and GET),
+/// `rsp_code` (`null` where a row has none), then a booking's fields.
+#[derive(Serialize)]
+struct Shown<'a> {
+    guid: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<&'a str>,
+    rsp_code: Option<&'a str>,
+    #[serde(flatten)]
+    booking: Option<BookingFields>,
+}
+
 /// The fields of a stored `0000` reply, as §9 shows them: core_ref unpadded, amount, booked_at
-/// RFC 3339 in UTC (empty when the reply is not a booking that can be read).
-fn booking_fields(reply: &[u8], into: &mut Map<String, Value>) {
-    let Ok(r) = wire::parse_reply(reply) else {
-        return;
-    };
-    let Some(b) = r.booking else { return };
+/// RFC 3339 in UTC.
+#[derive(Serialize)]
+struct BookingFields {
+    core_ref: String,
+    amount: u64,
+    booked_at: String,
+}
+
+/// A stored reply's booking, `None` when the reply is not a booking that can be read.
+fn booking_fields(reply: &[u8]) -> Option<BookingFields> {
+    let b = wire::parse_reply(reply).ok()?.booking?;
     let t = b.booked_at.as_bytes();
-    let booked_at = if t.len() == 14 && t.iter().all(u8::is_ascii_digit) {
-        let s = |r: std::ops::Range<usize>| &b.booked_at[r];
-        format!(
-            "{}-{}-{}T{}:{}:{}Z",
-            s(0..4),
-            s(4..6),
-            s(6..8),
-            s(8..10),
-            s(10..12),
-            s(12..14)
-        )
-    } else {
-        return;
-    };
-    into.insert("core_ref".into(), b.core_ref.into());
-    into.insert("amount".into(), b.amount.into());
-    into.insert("booked_at".into(), booked_at.into());
+    if t.len() != 14 || !t.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let s = |r: std::ops::Range<usize>| &b.booked_at[r];
+    let booked_at = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        s(0..4),
+        s(4..6),
+        s(6..8),
+        s(8..10),
+        s(10..12),
+        s(12..14)
+    );
+    Some(BookingFields {
+        core_ref: b.core_ref,
+        amount: b.amount,
+        booked_at,
+    })
 }
 
 fn is_final(code: &Code) -> bool {
@@ -155,13 +187,16 @@ pub(super) fn transfer(h: &Handled) -> Answer {
     let code = h.code;
     let guid = h.guid.as_str();
     if is_final(&code) {
-        let mut body = Map::new();
-        body.insert("guid".into(), guid.into());
-        body.insert("rsp_code".into(), code_str(&code).into());
-        if code == wire::OK {
-            booking_fields(&h.reply, &mut body);
-        }
-        let a = json_answer(200, Some(code), &Value::Object(body));
+        let rsp_code = code_str(&code);
+        let body = Shown {
+            guid,
+            state: None,
+            rsp_code: Some(&rsp_code),
+            booking: (code == wire::OK)
+                .then(|| booking_fields(&h.reply))
+                .flatten(),
+        };
+        let a = json_answer(200, Some(code), &body);
         return if h.replayed {
             a.with("Idempotent-Replayed", "true")
         } else {
@@ -172,7 +207,12 @@ pub(super) fn transfer(h: &Handled) -> Answer {
         c if c == &wire::E_UNKNOWN => json_answer(
             202,
             Some(code),
-            &json!({"guid": guid, "state": "UNKNOWN", "rsp_code": "E901"}),
+            &Shown {
+                guid,
+                state: Some("UNKNOWN"),
+                rsp_code: Some("E901"),
+                booking: None,
+            },
         )
         .with("Location", format!("/v1/transfers/{guid}")),
         c if c == &wire::E_MALFORMED => problem(400, Some(code), h.detail.unwrap_or("malformed")),
@@ -204,19 +244,16 @@ pub(super) fn transfer(h: &Handled) -> Answer {
 
 /// What the ledger knows of a row (GET): its state and code, and a DONE row's booking fields.
 pub(super) fn row(r: &Row) -> Answer {
-    let mut body = Map::new();
-    body.insert("guid".into(), r.guid.clone().into());
-    body.insert("state".into(), r.state.as_str().into());
-    body.insert(
-        "rsp_code".into(),
-        r.rsp_code.clone().map_or(Value::Null, Value::from),
-    );
-    if r.state == State::Done
-        && let Some(reply) = &r.response
-    {
-        booking_fields(reply, &mut body);
-    }
-    json_answer(200, None, &Value::Object(body))
+    let body = Shown {
+        guid: &r.guid,
+        state: Some(r.state.as_str()),
+        rsp_code: r.rsp_code.as_deref(),
+        booking: match (&r.state, &r.response) {
+            (State::Done, Some(reply)) => booking_fields(reply),
+            _ => None,
+        },
+    };
+    json_answer(200, None, &body)
 }
 
 /// A 404 problem for a GUID the ledger does not show to this channel.
