@@ -12,6 +12,7 @@ mod http;
 mod http_conn;
 mod http_doors;
 mod http_openapi;
+mod http_readme;
 mod http_tls;
 mod late_replies;
 mod late_results;
