@@ -221,6 +221,29 @@ fn a_booking_without_a_row_or_on_a_failed_row_is_a_ghost() {
 }
 
 #[test]
+fn a_booking_on_a_sent_or_received_row_is_pending_and_on_a_done_row_without_code_a_ghost() {
+    skip_if_unavailable!();
+    let d = day();
+    let sent = msg("P-SENT", 10, "");
+    let received = msg("P-RECV", 20, "");
+    let no_code = msg("G-NULL", 30, "");
+    d.scene.put(RowSpec::sent(&sent));
+    d.scene.put(RowSpec::of(&received, State::Received));
+    d.scene.put(RowSpec::of(&no_code, State::Done).code(None));
+    for m in [&sent, &received, &no_code] {
+        d.scene.core().book(m);
+    }
+    let j = reconcile_json(&d.scene.db, &d.journal, &[], EXIT_FATAL);
+    assert_eq!(
+        counts(&j),
+        want(&[("ghost", 1), ("matched", 2), ("pending", 3)])
+    );
+    assert_eq!(breaks(&j), [("ghost".into(), "G-NULL".into())]);
+    assert_eq!(j["breaks"][0]["ledger"]["state"], "DONE");
+    assert_eq!(j["breaks"][0]["ledger"]["rsp_code"], Value::Null);
+}
+
+#[test]
 fn a_rejected_row_the_core_booked_is_a_ghost() {
     skip_if_unavailable!();
     let d = day();
