@@ -16,7 +16,7 @@ usage: scripts/bench.sh [--quick] [--secs N] [--cells LIST] [--profile] [--out F
               idle hold); writes target/bench/BENCHMARKS.quick.md unless --out is given
   --secs N    measured seconds per cell (default 10; warm-up 2 s; idle hold 5 s)
   --cells LIST  run only these cells (comma-separated names as in the report, e.g.
-              relay-c1,http-c1,relay-c64,http-c64; `idle` and `drain` are names too); the
+              relay-c1,http-c1,relay-c64,http-c64; `idle`, `drain` and `reconcile` are names too); the
               report then has only their rows and the ratios they give
   --profile   also run prof-relay-c64 and prof-pg-relay-c64: the same as relay-c64 and
               pg-relay-c64, under a system-wide `perf record` (perf from linux-perf; the
@@ -54,6 +54,8 @@ Builds with `cargo build --release --workspace --bins --quiet`, then runs:
                                       before/with, and a probe on a new connection
   drain (not with --quick)            scripts/drain_bench.sh: resolve on 20,000 UNKNOWN rows,
                                       --parallel 1 and 8
+  reconcile (not with --quick)        reconcile over a million journal lines and rows (the
+                                      ignored test reconcile_million): seconds, peak RSS
 Exit status: 0 if every safety check held, 1 if one did not (the report is still written),
 2 for a usage error.
 EOF
@@ -582,6 +584,15 @@ if ((!quick)) && want drain; then
     bash scripts/drain_bench.sh --rows 20000 --parallel "1 8" | tee "$drain_out" || failed=1
 fi
 
+reconcile_out="$work/reconcile.txt"
+: >"$reconcile_out"
+if ((!quick)) && want reconcile; then
+    echo "== reconcile (a million journal lines against a million rows: tests/e2e/reconcile_million.rs)"
+    RECONCILE_BIN="$bin/reconcile" cargo test --quiet --test e2e reconcile_million -- --ignored --nocapture 2>&1 |
+        grep -E '^(a million|reconcile over)' | tee "$reconcile_out" || failed=1
+    [[ -s $reconcile_out ]] || failed=1
+fi
+
 if want idle; then
     echo "== idle"
     start coresim "$work/idle.core.log" --listen 127.0.0.1:0
@@ -612,7 +623,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 BENCH_NPROC=$(nproc) BENCH_CPU=${cpu:-unknown} BENCH_MEM=$mem BENCH_KERNEL=$(uname -sr) \
 BENCH_RUSTC=$(rustc -V) BENCH_DATE=$started_at BENCH_SECS=$secs BENCH_WARMUP=$warmup \
-BENCH_HOLD=$hold BENCH_QUICK=$quick BENCH_CELLS=$cells BENCH_DRAIN=$drain_out BENCH_FDS=$fd_limit BENCH_RATIO=$ratio BENCH_POOL=$pool BENCH_COST_ROUNDS=$cost_rounds \
+BENCH_HOLD=$hold BENCH_QUICK=$quick BENCH_CELLS=$cells BENCH_DRAIN=$drain_out BENCH_RECONCILE=$reconcile_out BENCH_FDS=$fd_limit BENCH_RATIO=$ratio BENCH_POOL=$pool BENCH_COST_ROUNDS=$cost_rounds \
 BENCH_GIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty) \
 python3 - "$results" "$out" <<'PY' || failed=1
 import json, os, sys
@@ -867,6 +878,20 @@ if drain:
         w(l)
     w("```")
     w("")
+recon = [l for l in open(E["BENCH_RECONCILE"]).read().splitlines() if l.strip()] if E.get("BENCH_RECONCILE") else []
+if recon:
+    w("## Reconcile on a million bookings")
+    w("")
+    w("`cargo test --test e2e reconcile_million -- --ignored --nocapture` with the release `reconcile`: "
+      "a SQLite ledger of a million DONE/0000 rows and a journal of as many lines (10 mismatches, 4 missing, "
+      "3 ghosts, 2 doubles, every count checked), `reconcile --json` timed by `/usr/bin/time` "
+      "(issue 21's aim: under 10 s and 200 MiB):")
+    w("")
+    w("```")
+    for l in recon:
+        w(l)
+    w("```")
+    w("")
 profiled = [c for c in ("prof-relay-c64", "prof-pg-relay-c64") if (by.get(c) or {}).get("profile")]
 if profiled:
     w("## Profiles")
@@ -891,9 +916,12 @@ if profiled:
                 w(l)
             w("```")
             w("")
-w("## Idle connections")
-w("")
+cells_asked = [c for c in E.get("BENCH_CELLS", "").split(",") if c]
+idle_asked = not cells_asked or "idle" in cells_asked
 i = res("idle")
+if idle_asked:
+    w("## Idle connections")
+    w("")
 if i:
     kb = lambda v: "n/a" if v is None else f"{v / 1024:.1f} MiB"
     pc = i.get("rss_kb_per_connection")
@@ -907,7 +935,7 @@ if i:
     np, ip = i.get("new_connection_probe") or {}, i.get("idle_connection_probe") or {}
     w(f"- a transfer on a new connection while they are held: `{np.get('code')}` in {np.get('ms')} ms; "
       f"on one of the idle connections afterwards: `{ip.get('code')}` in {ip.get('ms')} ms.")
-else:
+elif idle_asked:
     w("- the idle run produced no result (see the script's output).")
 w("")
 w("## Safety")
@@ -950,7 +978,10 @@ for c in order + (["idle"] if "idle" in by else []):
 w("```")
 w("")
 open(sys.argv[2], "w").write("\n".join(L))
-print("\n".join(L[L.index("## Results"):L.index("## Idle connections")]))
+# The figures on stdout: from the results to the first section after them that is not one.
+ends = [L.index(h) for h in ("## Draining UNKNOWN rows (resolve)", "## Reconcile on a million bookings",
+                             "## Profiles", "## Idle connections", "## Safety") if h in L]
+print("\n".join(L[L.index("## Results"):min(ends)]))
 PY
 echo "== wrote $out"
 if ((failed)); then
