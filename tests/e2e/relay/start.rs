@@ -100,21 +100,23 @@ fn every_schema_upgrade_is_logged_from_and_to() {
     assert!(relay.stderr().contains(&line), "{}", relay.stderr());
 }
 
-#[test]
-fn a_ledger_the_relay_cannot_write_is_refused_at_start() {
-    skip_if_unavailable!();
+/// A relay started on a ledger where writing `table` fails is refused, in one line.
+fn refused_when_writing_fails_on(table: &str) {
     let db = temp_ledger();
     db.create();
-    // As a read-only file or database would (chmod does not stop root, which CI runs as):
-    // the start's write through the claim path and the health row fails.
+    // As a read-only file or database would (chmod does not stop root, which CI runs as).
     by_hand(
         &db,
-        "CREATE TRIGGER test_no_write BEFORE INSERT ON relay_health \
-             BEGIN SELECT RAISE(ABORT, 'attempt to write a readonly database'); END;",
-        "CREATE FUNCTION test_no_write() RETURNS trigger LANGUAGE plpgsql AS \
-             $$ BEGIN RAISE EXCEPTION 'cannot execute INSERT in a read-only transaction'; END $$; \
-         CREATE TRIGGER test_no_write BEFORE INSERT OR UPDATE ON relay_health \
-             FOR EACH ROW EXECUTE FUNCTION test_no_write();",
+        &format!(
+            "CREATE TRIGGER test_no_write BEFORE INSERT ON {table} \
+                 BEGIN SELECT RAISE(ABORT, 'attempt to write a readonly database'); END;"
+        ),
+        &format!(
+            "CREATE FUNCTION test_no_write() RETURNS trigger LANGUAGE plpgsql AS \
+                 $$ BEGIN RAISE EXCEPTION 'cannot execute INSERT in a read-only transaction'; END $$; \
+             CREATE TRIGGER test_no_write BEFORE INSERT OR UPDATE ON {table} \
+                 FOR EACH ROW EXECUTE FUNCTION test_no_write();"
+        ),
     );
     let core = Core::start(&[]);
     let r = Run::new(
@@ -130,6 +132,21 @@ fn a_ledger_the_relay_cannot_write_is_refused_at_start() {
     );
     one_line_refusal(&r, &["cannot write its ledger", "E905"]);
     assert_eq!(db.count(), 0, "the probe left no row");
+}
+
+#[test]
+fn a_ledger_the_relay_cannot_write_is_refused_at_start() {
+    skip_if_unavailable!();
+    refused_when_writing_fails_on("relay_health");
+}
+
+/// The start's probe goes through the claim path itself: a ledger whose `tx` takes no new row
+/// (while its health row could still be written) is refused too, not found out by the first
+/// transfer's `E905`.
+#[test]
+fn a_ledger_that_takes_no_claim_is_refused_at_start() {
+    skip_if_unavailable!();
+    refused_when_writing_fails_on("tx");
 }
 
 #[test]
