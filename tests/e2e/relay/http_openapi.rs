@@ -1,6 +1,10 @@
 //! docs/openapi.yaml against the relay's real answers: every status, content type and
-//! header an answer carries is described for its path and method (loosely: the YAML is
-//! walked by indentation, and `$ref`s to `components/responses` are followed).
+//! header an answer carries is described for its path and method, and its body fits the
+//! schema named there (every member described, the required ones present, each of the type,
+//! `const` or `enum` the schema says). Loosely: the YAML is walked by indentation, and
+//! `$ref`s to `components/responses` and `components/schemas` are followed.
+
+use serde_json::Value;
 
 use crate::util::*;
 
@@ -46,15 +50,91 @@ fn response(path: &str, method: &str, status: u16) -> Option<Vec<&'static str>> 
     }
 }
 
+/// The value of `key: VALUE` among `block`'s lines at its top level.
+fn value_of<'a>(block: &[&'a str], key: &str) -> Option<&'a str> {
+    let depth = block.iter().map(|l| l.len() - l.trim_start().len()).min()?;
+    block.iter().find_map(|l| {
+        (l.len() - l.trim_start().len() == depth)
+            .then(|| l.trim().strip_prefix(&format!("{key}:")))
+            .flatten()
+            .map(str::trim)
+    })
+}
+
+/// The items of a flow list `[a, "b"]`, unquoted.
+fn flow_list(v: &str) -> Vec<String> {
+    v.trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(',')
+        .map(|s| s.trim().trim_matches('"').to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Whether `v` is of the schema type `ty` (`string`, `integer`, `null`, ...).
+fn is_of(v: &Value, ty: &str) -> bool {
+    match ty {
+        "string" => v.is_string(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "null" => v.is_null(),
+        "object" => v.is_object(),
+        other => panic!("type {other} is not checked here"),
+    }
+}
+
+/// `body` against the schema `name` of `components/schemas`.
+fn assert_fits(body: &Value, name: &str, what: &str) {
+    let lines: Vec<&str> = SPEC.lines().collect();
+    let schema = walk(&lines, &["components", "schemas", name])
+        .unwrap_or_else(|| panic!("{what}: no schema {name}"));
+    let obj = body
+        .as_object()
+        .unwrap_or_else(|| panic!("{what}: {body} is not an object"));
+    let props = under(&schema, "properties").expect("properties");
+    for req in flow_list(value_of(&schema, "required").unwrap_or("[]")) {
+        assert!(
+            obj.contains_key(&req),
+            "{what}: {body} lacks {req} ({name})"
+        );
+    }
+    for (key, v) in obj {
+        let p = under(&props, key)
+            .unwrap_or_else(|| panic!("{what}: member {key} of {body} is not in {name}"));
+        if let Some(ty) = value_of(&p, "type") {
+            let types = if ty.starts_with('[') {
+                flow_list(ty)
+            } else {
+                vec![ty.to_string()]
+            };
+            assert!(
+                types.iter().any(|t| is_of(v, t)),
+                "{what}: {key} = {v} is not {ty} ({name})"
+            );
+        }
+        let text = v.as_str().unwrap_or_default();
+        if let Some(c) = value_of(&p, "const") {
+            assert_eq!(text, c, "{what}: {key} ({name})");
+        }
+        if let Some(e) = value_of(&p, "enum") {
+            assert!(
+                flow_list(e).iter().any(|x| x == text),
+                "{what}: {key} = {v} not in {e} ({name})"
+            );
+        }
+    }
+}
+
 fn assert_described(path: &str, method: &str, a: &Answer, headers: &[&str]) {
     let r = response(path, method, a.status)
         .unwrap_or_else(|| panic!("{method} {path} {} is not in docs/openapi.yaml", a.status));
     let ct = a.header("content-type").unwrap();
-    assert!(
-        walk(&r, &["content", ct]).is_some(),
-        "{method} {path} {}: {ct} not described",
-        a.status
-    );
+    let content = walk(&r, &["content", ct])
+        .unwrap_or_else(|| panic!("{method} {path} {}: {ct} not described", a.status));
+    let schema = walk(&content, &["schema"]).expect("a schema");
+    let name = value_of(&schema, "$ref")
+        .and_then(|r| r.trim_matches('"').strip_prefix("#/components/schemas/"))
+        .expect("a $ref to a schema");
+    assert_fits(&a.json(), name, &format!("{method} {path} {}", a.status));
     for h in headers {
         assert!(a.header(h).is_some(), "{a:?} lacks {h}");
         assert!(
