@@ -132,6 +132,21 @@ fn an_unknown_outcome_is_202_with_a_location_until_settled() {
         text(&g),
         r#"{"guid":"G-H-UNK","state":"UNKNOWN","rsp_code":"E901"}"#
     );
+    // Once settled (the core has booked it; resolve asks), the same key gets the final answer.
+    assert!(eventually(std::time::Duration::from_secs(10), || {
+        s.core().bookings("G-H-UNK") == 1
+    }));
+    s.resolve(&["--min-age", "0"]).expect_code(0);
+    let settled = http_post(&h, Some("\"G-H-UNK\""), &body);
+    assert_eq!(settled.status, 200, "{settled:?}");
+    assert_eq!(settled.header("idempotent-replayed"), Some("true"));
+    let row = s.db.row("G-H-UNK").unwrap();
+    assert_eq!(row.state, State::Done);
+    assert_eq!(
+        text(&settled),
+        booked_body(row.response.as_deref().unwrap())
+    );
+    assert_eq!(s.core().bookings("G-H-UNK"), 1);
 }
 
 #[test]
