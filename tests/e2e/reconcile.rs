@@ -540,6 +540,41 @@ fn a_done_row_without_a_readable_reply_is_placed_by_updated_at() {
 }
 
 #[test]
+fn a_done_row_is_placed_by_its_replys_booked_at_at_the_windows_edges() {
+    skip_if_unavailable!();
+    let db = temp_ledger();
+    RowSpec::new("PLACED", State::Done).code("0000").insert(&db);
+    // Its stored reply says booked at T1; its updated_at is now.
+    let reply = format!(
+        "RTRNF{:<36}0000{:<18}{:013}20261202090010",
+        "PLACED", "C1", 5
+    );
+    let hex: String = reply.bytes().map(|b| format!("{b:02x}")).collect();
+    by_hand(
+        &db,
+        &format!("UPDATE tx SET response = X'{hex}' WHERE guid = 'PLACED'"),
+        &format!("UPDATE tx SET response = '\\x{hex}'::bytea WHERE guid = 'PLACED'"),
+    );
+    let empty = journal_of(&db, &[]);
+    let reported = |from: &str, to: &str| {
+        let code = if from <= T1 && T1 < to {
+            EXIT_FATAL
+        } else {
+            EXIT_SETTLED
+        };
+        let j = reconcile_json(&db, &empty, &["--from", from, "--to", to], code);
+        breaks(&j)
+            .into_iter()
+            .map(|(c, g)| format!("{c} {g}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(reported(T1, T2), ["missing PLACED"], "from is included");
+    assert!(reported(T0, T1).is_empty(), "to is excluded");
+    // Not by updated_at: a window around now, far from T1, does not report it.
+    assert!(reported("2026-12-03T00:00:00Z", "2100-01-01T00:00:00Z").is_empty());
+}
+
+#[test]
 fn usage_errors_exit_2() {
     skip_if_unavailable!();
     let db = temp_ledger();
