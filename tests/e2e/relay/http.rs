@@ -339,6 +339,13 @@ fn get_answers_from_the_ledger_without_calling_the_core() {
         r#"{"guid":"G-H-BARE","state":"FAILED","rsp_code":null}"#
     );
     assert_problem(&http_get_answer(&h, "/v1/transfers/G-H-NONE"), 404, None);
+    // A row a named channel (§8) owns is not shown to an anonymous one.
+    by_hand(
+        &s.db,
+        "UPDATE tx SET channel = 'channel-a' WHERE guid = 'G-H-BARE'",
+        "UPDATE tx SET channel = 'channel-a' WHERE guid = 'G-H-BARE'",
+    );
+    assert_problem(&http_get_answer(&h, "/v1/transfers/G-H-BARE"), 404, None);
     assert_problem(&http_get_answer(&h, "/v1/transfers/.."), 404, None);
     assert_problem(&http_get_answer(&h, "/v1/transfers/a%20b"), 404, None);
     assert_eq!(s.core().inquiries(), 0);

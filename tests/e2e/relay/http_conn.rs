@@ -122,10 +122,10 @@ fn a_malformed_or_huge_head_is_refused_and_closed() {
     assert_eq!(s.core().total_bookings(), 0);
 }
 
-#[test]
-fn the_peer_limit_counts_tcp_and_http_connections_together() {
-    skip_if_unavailable!();
-    let (s, h) = http_scene(&[], &["--max-connections-per-peer", "2"]);
+/// With `limit` at 2, one TCP and one HTTP connection fill it: a third (HTTP) is closed,
+/// and once the TCP one goes, HTTP connections are served again.
+fn two_doors_share(limit: &str) {
+    let (s, h) = http_scene(&[], &[limit, "2"]);
     let mut tcp = Channel::connect(s.addr());
     assert_code(&tcp.call(&msg("G-K-LIM1", 1, "")), "0000");
     let mut http = Http::connect(&h);
@@ -133,7 +133,7 @@ fn the_peer_limit_counts_tcp_and_http_connections_together() {
     let mut third = Http::connect(&h);
     assert!(
         third.closed_within(Duration::from_secs(5)),
-        "over the limit"
+        "{limit}: over the limit"
     );
     drop(tcp);
     assert!(eventually(Duration::from_secs(10), || {
@@ -141,6 +141,18 @@ fn the_peer_limit_counts_tcp_and_http_connections_together() {
         c.send_raw(b"GET /v1/transfers/G-K-LIM1 HTTP/1.1\r\nHost: r\r\n\r\n");
         c.answer().is_some_and(|a| a.status == 200)
     }));
+}
+
+#[test]
+fn the_peer_limit_counts_tcp_and_http_connections_together() {
+    skip_if_unavailable!();
+    two_doors_share("--max-connections-per-peer");
+}
+
+#[test]
+fn the_total_limit_counts_tcp_and_http_connections_together() {
+    skip_if_unavailable!();
+    two_doors_share("--max-connections");
 }
 
 #[test]
