@@ -865,33 +865,28 @@ aim("SQLite: with history ÷ without its triggers ≥ 0.9 (median of the rounds)
     sorted(hist)[len(hist) // 2] if hist else None, lambda v: v >= 0.9)
 aim("SQLite relay ÷ direct (no relay) ≥ 0.3", quot(rps("relay-c64"), rps("direct-c64")), lambda v: v >= 0.3)
 w("")
-drain = [l for l in open(E["BENCH_DRAIN"]).read().splitlines() if l.strip()] if E.get("BENCH_DRAIN") else []
-if drain:
-    w("## Draining UNKNOWN rows (resolve)")
-    w("")
-    w("`bash scripts/drain_bench.sh --rows 20000 --parallel \"1 8\"`: a ledger of 20,000 UNKNOWN rows (half "
-      "booked at the simulator, half never), `resolve --min-age 300 --parallel K` on a copy of it "
-      "for each K; every run checked (all settled, no booking made):")
-    w("")
-    w("```")
-    for l in drain:
-        w(l)
-    w("```")
-    w("")
-recon = [l for l in open(E["BENCH_RECONCILE"]).read().splitlines() if l.strip()] if E.get("BENCH_RECONCILE") else []
-if recon:
-    w("## Reconcile on a million bookings")
-    w("")
-    w("`cargo test --test e2e reconcile_million -- --ignored --nocapture` with the release `reconcile`: "
-      "a SQLite ledger of a million DONE/0000 rows and a journal of as many lines (10 mismatches, 4 missing, "
-      "3 ghosts, 2 doubles, every count checked), `reconcile --json` timed by `/usr/bin/time` "
-      "(issue 21's aim: under 10 s and 200 MiB):")
-    w("")
-    w("```")
-    for l in recon:
-        w(l)
-    w("```")
-    w("")
+def output_section(var, title, intro):
+    """A section quoting a sub-run's output file (E[var]), if it wrote anything."""
+    lines = [l for l in open(E[var]).read().splitlines() if l.strip()] if E.get(var) else []
+    if lines:
+        w(f"## {title}")
+        w("")
+        w(intro)
+        w("")
+        w("```")
+        for l in lines:
+            w(l)
+        w("```")
+        w("")
+output_section("BENCH_DRAIN", "Draining UNKNOWN rows (resolve)",
+    "`bash scripts/drain_bench.sh --rows 20000 --parallel \"1 8\"`: a ledger of 20,000 UNKNOWN rows (half "
+    "booked at the simulator, half never), `resolve --min-age 300 --parallel K` on a copy of it "
+    "for each K; every run checked (all settled, no booking made):")
+output_section("BENCH_RECONCILE", "Reconcile on a million bookings",
+    "`cargo test --test e2e reconcile_million -- --ignored --nocapture` with the release `reconcile`: "
+    "a SQLite ledger of a million DONE/0000 rows and a journal of as many lines (10 mismatches, 4 missing, "
+    "3 ghosts, 2 doubles, every count checked), `reconcile --json` timed by `/usr/bin/time` "
+    "(issue 21's aim: under 10 s and 200 MiB):")
 profiled = [c for c in ("prof-relay-c64", "prof-pg-relay-c64") if (by.get(c) or {}).get("profile")]
 if profiled:
     w("## Profiles")

@@ -371,18 +371,7 @@ impl ReplyView {
 /// `YYYYMMDDhhmmss` as `YYYY-MM-DDThh:mm:ssZ` (the form `settle --booked-at` takes); as it
 /// is if it is not 14 digits.
 pub fn rfc3339_of_reply_time(t: &str) -> String {
-    if t.len() != 14 || !t.bytes().all(|b| b.is_ascii_digit()) {
-        return t.to_string();
-    }
-    format!(
-        "{}-{}-{}T{}:{}:{}Z",
-        &t[0..4],
-        &t[4..6],
-        &t[6..8],
-        &t[8..10],
-        &t[10..12],
-        &t[12..14]
-    )
+    wire::booked_at_rfc3339(t).unwrap_or_else(|| t.to_string())
 }
 
 fn or_dash<T: ToString>(v: &Option<T>) -> String {

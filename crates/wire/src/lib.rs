@@ -391,6 +391,23 @@ pub struct Booking {
     pub booked_at: String,
 }
 
+/// A reply's `booked_at` (`YYYYMMDDhhmmss`, UTC) as RFC 3339, `YYYY-MM-DDThh:mm:ssZ`; `None`
+/// if it is not 14 digits.
+pub fn booked_at_rfc3339(t: &str) -> Option<String> {
+    if t.len() != 14 || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &t[0..4],
+        &t[4..6],
+        &t[6..8],
+        &t[8..10],
+        &t[10..12],
+        &t[12..14]
+    ))
+}
+
 /// Parses a reply message, checking the body length against the code.
 pub fn parse_reply(msg: &[u8]) -> Result<Reply, String> {
     if msg.len() < HEADER_LEN || msg[KIND] != b'R' {

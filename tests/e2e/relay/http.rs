@@ -18,18 +18,12 @@ pub(super) fn http_scene(core: &[&str], relay: &[&str]) -> (Scene, String) {
 fn booked_body(reply: &[u8]) -> String {
     let r = wire::parse_reply(reply).unwrap();
     let b = r.booking.unwrap();
-    let t = &b.booked_at;
     format!(
-        r#"{{"guid":"{}","rsp_code":"0000","core_ref":"{}","amount":{},"booked_at":"{}-{}-{}T{}:{}:{}Z"}}"#,
+        r#"{{"guid":"{}","rsp_code":"0000","core_ref":"{}","amount":{},"booked_at":"{}"}}"#,
         r.guid,
         b.core_ref,
         b.amount,
-        &t[0..4],
-        &t[4..6],
-        &t[6..8],
-        &t[8..10],
-        &t[10..12],
-        &t[12..14]
+        wire::booked_at_rfc3339(&b.booked_at).unwrap()
     )
 }
 

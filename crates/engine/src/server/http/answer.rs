@@ -157,20 +157,7 @@ struct BookingFields {
 /// A stored reply's booking, `None` when the reply is not a booking that can be read.
 fn booking_fields(reply: &[u8]) -> Option<BookingFields> {
     let b = wire::parse_reply(reply).ok()?.booking?;
-    let t = b.booked_at.as_bytes();
-    if t.len() != 14 || !t.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let s = |r: std::ops::Range<usize>| &b.booked_at[r];
-    let booked_at = format!(
-        "{}-{}-{}T{}:{}:{}Z",
-        s(0..4),
-        s(4..6),
-        s(6..8),
-        s(8..10),
-        s(10..12),
-        s(12..14)
-    );
+    let booked_at = wire::booked_at_rfc3339(&b.booked_at)?;
     Some(BookingFields {
         core_ref: b.core_ref,
         amount: b.amount,
