@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use postgres::types::ToSql;
 
-use pool::Pool;
 pub use pool::Settings;
+use pool::{Plans, Pool};
 pub use schema::{SCHEMA, SCHEMA_LOCK};
 use sql::{ACTOR, COPY_ROW, HAS_INQUIRY_TABLE};
 pub use url::{PgUrl, is_pg_url};
@@ -73,8 +73,11 @@ struct Writes {
 const WRITERS: usize = 2;
 
 impl Writes {
-    fn start(pool: &Arc<Pool>) -> Result<Writes> {
-        let (p, q, r) = (Arc::clone(pool), Arc::clone(pool), Arc::clone(pool));
+    /// Claims and results on a pool of their own, `writing` (`Plans::GenericByKey`: each of
+    /// its sessions plans the two statements once); re-claims, rare, on the store's `pool`.
+    fn start(pool: &Arc<Pool>, writing: Pool) -> Result<Writes> {
+        let writing = Arc::new(writing);
+        let (p, q, r) = (Arc::clone(&writing), writing, Arc::clone(pool));
         Ok(Writes {
             claims: batch::Batcher::start("ledger-pg-claims", "claiming", WRITERS, move |b| {
                 claims::run(&p, b)
@@ -102,8 +105,20 @@ impl PgStore {
             why,
         })?;
         let read_only = settings.read_only;
+        // One connection per writer thread of claims and of results, taken from the
+        // `settings.max` the store may open in all (a read-only store writes nothing).
+        let writers = if read_only { 0 } else { 2 * WRITERS };
+        let writing = Settings {
+            max: writers,
+            ..settings.clone()
+        };
+        let writing = Pool::new(url.clone(), tls.clone(), writing, Plans::GenericByKey);
+        let rest = Settings {
+            max: settings.max.saturating_sub(writers).max(1),
+            ..settings
+        };
         let mut store = PgStore {
-            pool: Arc::new(Pool::new(url.clone(), tls, settings)),
+            pool: Arc::new(Pool::new(url.clone(), tls, rest, Plans::Custom)),
             url,
             writes: None,
         };
@@ -150,7 +165,7 @@ impl PgStore {
                     schema::SCHEMA_VERSION
                 );
             }
-            store.writes = Some(Writes::start(&store.pool)?);
+            store.writes = Some(Writes::start(&store.pool, writing)?);
         }
         Ok(store)
     }

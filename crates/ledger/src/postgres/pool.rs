@@ -59,7 +59,8 @@ struct Worker {
 /// How the pool's sessions are set up.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Most connections in use or idle at once.
+    /// Most connections in use or idle at once (`PgStore::open` gives four of them to its
+    /// batch writers, on a pool of their own).
     pub max: usize,
     /// Each operation, connecting included, must answer within this.
     pub op_deadline: Duration,
@@ -71,10 +72,22 @@ pub struct Settings {
     pub who: String,
 }
 
+/// How a pool's sessions plan their prepared statements (see `set_up`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plans {
+    /// Each execution planned for its parameters and the table as it is then: every
+    /// statement a tool may run, scans and listings included.
+    Custom,
+    /// One plan per statement and session, made once, with sequential scans ruled out: only
+    /// for the batch writes, whose every row is found through `tx`'s primary key.
+    GenericByKey,
+}
+
 pub struct Pool {
     url: PgUrl,
     tls: MakeRustlsConnect,
     settings: Settings,
+    plans: Plans,
     slots: Mutex<Slots>,
     returned: Condvar,
     /// Connection threads alive, abandoned ones included.
@@ -88,11 +101,12 @@ struct Slots {
 }
 
 impl Pool {
-    pub fn new(url: PgUrl, tls: MakeRustlsConnect, settings: Settings) -> Pool {
+    pub fn new(url: PgUrl, tls: MakeRustlsConnect, settings: Settings, plans: Plans) -> Pool {
         Pool {
             url,
             tls,
             settings,
+            plans,
             slots: Mutex::new(Slots {
                 idle: Vec::new(),
                 open: 0,
@@ -324,7 +338,7 @@ impl Pool {
             .keepalives_idle(Duration::from_secs(30))
             .application_name(&self.settings.application_name);
         let tls = self.tls.clone();
-        let settings = self.settings.clone();
+        let (settings, plans) = (self.settings.clone(), self.plans);
         let live = Arc::clone(&self.live);
         live.fetch_add(1, Ordering::SeqCst);
         let spawned = std::thread::Builder::new()
@@ -335,7 +349,7 @@ impl Pool {
                 let conn = config
                     .connect(tls)
                     .map_err(LedgerError::Pg)
-                    .and_then(|client| set_up(client, &settings));
+                    .and_then(|client| set_up(client, &settings, plans));
                 match conn {
                     Ok(conn) => {
                         if ready_tx.send(Ok(())).is_ok() {
@@ -401,18 +415,32 @@ pub(super) fn timeouts(limit: Duration) -> String {
 /// A new session: commits durable whatever the role, the database or the server says
 /// (`synchronous_commit` set to `on` unless it is one of `DURABLE_COMMIT` already, then read
 /// back and checked), server-side timeouts as a backstop to ours, read-only if asked, and
-/// every statement planned when it runs.
+/// its statements planned as `plans` says.
 ///
-/// `plan_cache_mode = force_custom_plan`: the session's prepared statements are planned for
-/// each execution, with its parameters and the table as it is then. PostgreSQL's default
-/// may settle, after five executions, on one generic plan for the life of the session, made
-/// for the table as it was: on a new ledger (a few rows) that plan finds a result's row by
-/// scanning the whole `tx` table, and keeps doing so as the table grows, until autovacuum's
-/// next ANALYZE. Planning a statement costs tens of microseconds, once per batch.
-fn set_up(mut client: Client, s: &Settings) -> Result<PgConn> {
+/// `Plans::Custom` (`plan_cache_mode = force_custom_plan`): the session's prepared
+/// statements are planned for each execution, with its parameters and the table as it is
+/// then. PostgreSQL's default may settle, after five executions, on one generic plan for
+/// the life of the session, made for the table as it was: on a new ledger (a few rows) that
+/// plan finds a result's row by scanning the whole `tx` table, and keeps doing so as the
+/// table grows, until autovacuum's next ANALYZE.
+///
+/// `Plans::GenericByKey` (`force_generic_plan` and `enable_seqscan = off`): planning a batch
+/// statement cost more than running it (about 0.1 ms of the server's CPU per statement here,
+/// see docs/performance.md), so the batch writers' sessions plan each statement once. Such a
+/// plan is made for whatever the table was then, and is safe only because no plan of those
+/// statements can read more of `tx` than the rows it names: the claim's insert finds its
+/// conflicts through the primary key, the result's update names its rows in
+/// `tx.guid = ANY($1)`, which leaves the planner the primary key (or a bitmap of it) as
+/// the only way into `tx` once sequential scans are ruled out.
+fn set_up(mut client: Client, s: &Settings, plans: Plans) -> Result<PgConn> {
     let mut sql = timeouts(s.op_deadline);
     sql.push_str("SET client_min_messages = warning;");
-    sql.push_str("SET plan_cache_mode = force_custom_plan;");
+    sql.push_str(match plans {
+        Plans::Custom => "SET plan_cache_mode = force_custom_plan;",
+        Plans::GenericByKey => {
+            "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off;"
+        }
+    });
     if s.read_only {
         sql.push_str("SET default_transaction_read_only = on;");
     }

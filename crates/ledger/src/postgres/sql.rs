@@ -65,14 +65,16 @@ pub(super) const RECLAIM_FOR_RESEND_BATCH: &str = "\
 /// Guarded transitions, batched (`results`): one row per change, each GUID once: $1 GUID,
 /// $2 the state it leaves, $3 the state it enters, $4 code, $5 reply, $6 the attempt it
 /// must be on (NULL: any), $7 how long it must have been unchanged (seconds; NULL: no
-/// matter); the GUIDs returned are the changes made.
+/// matter); the GUIDs returned are the changes made. `tx.guid = ANY($1)` says again what the
+/// join says, for the planner: it bounds every plan's way into `tx` to the rows named, which
+/// is what lets the batch writers plan the statement once (`pool::Plans::GenericByKey`).
 pub(super) const TRANSITION_BATCH: &str = "\
     UPDATE tx SET state = v.to_state, rsp_code = v.rsp_code, response = v.response, \
         updated_at = now() \
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::integer[], \
                 $7::float8[]) AS v(guid, from_state, to_state, rsp_code, response, attempts, \
                                    min_age) \
-    WHERE tx.guid = v.guid AND tx.state = v.from_state \
+    WHERE tx.guid = v.guid AND tx.guid = ANY($1) AND tx.state = v.from_state \
     AND (v.attempts IS NULL OR tx.attempts = v.attempts) \
     AND (v.min_age IS NULL OR tx.updated_at <= now() - make_interval(secs => v.min_age)) \
     RETURNING tx.guid";
