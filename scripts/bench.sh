@@ -330,26 +330,35 @@ print(json.dumps({"warn_error_lines": n, "top": warn.most_common(5)}))
 PY
 }
 
-# cpu_snap RELAY_PIDS CORE_PID: CPU ticks so far of the relays (comma-separated pids), the
-# core simulator, every PostgreSQL server process, and the whole machine (/proc/stat).
+# cpu_snap RELAY_PIDS CORE_PID: CPU ticks so far of the relays (comma-separated pids) and of
+# each of their threads (by thread id, with its name), the core simulator, every PostgreSQL
+# server process, and the whole machine (/proc/stat).
 cpu_snap() {
     python3 - "$@" <<'PY'
 import json, os, sys
-def ticks(pid):
+def ticks(path):
     try:
-        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        f = open(f"{path}/stat").read().rsplit(")", 1)[1].split()
         return int(f[11]) + int(f[12])
     except (OSError, IndexError, ValueError):
         return 0
-def comm(pid):
+def comm(path):
     try:
-        return open(f"/proc/{pid}/comm").read().strip()
+        return open(f"{path}/comm").read().strip()
     except OSError:
         return ""
-pg = {p: ticks(p) for p in os.listdir("/proc") if p.isdigit() and comm(p) == "postgres"}
+def threads(pid):
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    return {t: [comm(f"/proc/{pid}/task/{t}"), ticks(f"/proc/{pid}/task/{t}")] for t in tids}
+relays = [p for p in sys.argv[1].split(",") if p]
+pg = {p: ticks(f"/proc/{p}") for p in os.listdir("/proc") if p.isdigit() and comm(f"/proc/{p}") == "postgres"}
 cpu = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-print(json.dumps({"relay": {p: ticks(p) for p in sys.argv[1].split(",") if p},
-                  "coresim": {sys.argv[2]: ticks(sys.argv[2])}, "postgres": pg,
+print(json.dumps({"relay": {p: ticks(f"/proc/{p}") for p in relays},
+                  "threads": {t: v for p in relays for t, v in threads(p).items()},
+                  "coresim": {sys.argv[2]: ticks(f"/proc/{sys.argv[2]}")}, "postgres": pg,
                   "busy": sum(cpu) - cpu[3] - cpu[4], "all": sum(cpu)}))
 PY
 }
@@ -365,7 +374,42 @@ for g in ("relay", "coresim", "postgres"):
     out[g] = sum(t - a[g].get(p, 0) for p, t in b[g].items()) / all_
 out["idle"] = 1 - (b["busy"] - a["busy"]) / all_
 out["rest"] = max(0.0, 1 - out["idle"] - out["relay"] - out["coresim"] - out["postgres"])
-print(json.dumps({k: round(v, 3) for k, v in out.items()}))
+out = {k: round(v, 3) for k, v in out.items()}
+# The relays' threads by name (a thread that ended before the second snapshot is not counted).
+names = {}
+for t, (name, n) in b.get("threads", {}).items():
+    names[name] = names.get(name, 0) + n - a.get("threads", {}).get(t, [name, 0])[1]
+out["relay_threads"] = {k: round(v / all_, 4) for k, v in sorted(names.items(), key=lambda kv: -kv[1]) if v}
+print(json.dumps(out))
+PY
+}
+
+# ledger_snap ADMIN [BEFORE]: the relay's ledger commits so far, from /metrics on its --admin
+# address (commits, statements in them, seconds spent committing, and the time now); with
+# BEFORE (an earlier snapshot), what happened since, its wall-clock seconds included. {}
+# without an address or an answer.
+ledger_snap() {
+    python3 - "${1:-}" "${2:-}" <<'PY'
+import json, sys, time, urllib.request
+out = {}
+if sys.argv[1]:
+    try:
+        with urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        names = {"txrelay_ledger_commit_duration_seconds_count": "commits",
+                 "txrelay_ledger_commit_duration_seconds_sum": "seconds",
+                 "txrelay_ledger_commit_batch_size_sum": "statements"}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name in names:
+                out[names[name]] = float(value)
+        out["wall"] = time.time()
+    except (OSError, ValueError):
+        out = {}
+before = json.loads(sys.argv[2]) if sys.argv[2] else None
+if before is not None:
+    out = {k: round(v - before[k], 6) for k, v in out.items() if k in before}
+print(json.dumps(out))
 PY
 }
 
@@ -381,14 +425,18 @@ cell() {
     prefix="B$(date +%s)-$name"
     prefix=${prefix:0:22}
     if [[ $mode == direct ]]; then
+        local direct_before
+        direct_before=$(cpu_snap "" "$core_pid")
         run_loadgen "$name" --direct --core "http://$core" --connections "$conns" \
             --duration-secs "$secs" --warmup-secs "$warmup" --resend-ratio "$ratio" \
             --seed "$RANDOM" --guid-prefix "$prefix" "$@"
         local lrc=$rc lcmd=$cmd
         ((lrc != 3)) || failed=1 # a malformed answer from the core
+        local direct_cpu
+        direct_cpu=$(cpu_split "$direct_before" "$(cpu_snap "" "$core_pid")")
         stop "$core_pid"
         record "$name" "$work/$name.json" "mode=\"$mode\"" "connections=$conns" \
-            "loadgen_rc=$lrc" "command=$(json_str "$lcmd")"
+            "loadgen_rc=$lrc" "command=$(json_str "$lcmd")" "cpu=$direct_cpu"
         return
     fi
     local db="$work/$name.db" relay_args=()
@@ -410,8 +458,9 @@ PY
             ;;
     esac
     start relay "$work/$name.relay.log" --db "$db" --listen 127.0.0.1:0 --core "http://$core" \
-        "${relay_args[@]}"
-    local relay=$addr relay_pid=$pid cpu_before cpu door=()
+        --admin 127.0.0.1:0 "${relay_args[@]}"
+    local relay=$addr relay_pid=$pid cpu_before cpu door=() admin ledger_before ledger
+    admin=$(grep -o 'admin listening on [0-9.:]*' "$work/$name.relay.log" | head -n 1 | cut -d' ' -f4)
     if [[ $mode == http ]]; then # `http listening on` follows `listening on`
         local deadline=$((SECONDS + 30))
         until grep -q '^http listening on ' "$work/$name.relay.log.out"; do
@@ -433,6 +482,7 @@ PY
             >"$work/$name.perf.log" 2>&1 &
         perf_pid=$!
     fi
+    ledger_before=$(ledger_snap "$admin")
     cpu_before=$(cpu_snap "$relay_pid" "$core_pid")
     run_loadgen "$name" "${door[@]}" --relay "$relay" --connections "$conns" \
         --duration-secs "$secs" --warmup-secs "$warmup" --resend-ratio "$ratio" \
@@ -443,6 +493,7 @@ PY
         prof=$(perf_summary "$work/$name.perf.data" "$relay_pid")
     fi
     cpu=$(cpu_split "$cpu_before" "$(cpu_snap "$relay_pid" "$core_pid")")
+    ledger=$(ledger_snap "$admin" "$ledger_before")
     [[ $mode != pg-relay ]] || pg=$(pg_delta "$pg_before" "$(pg_snap)")
     local hwm threads
     hwm=$(vm VmHWM "$relay_pid")
@@ -457,7 +508,7 @@ PY
     record "$name" "$work/$name.json" "mode=\"$mode\"" "connections=$conns" \
         "loadgen_rc=$lrc" "command=$(json_str "$lcmd")" "core=$stats" \
         "ledger=$states" "relay_vmhwm_kb=${hwm:-null}" "relay_threads_at_end=${threads:-null}" \
-        "relay_log=$logsum" "cpu=$cpu" "pg=$pg" "profile=$prof"
+        "relay_log=$logsum" "cpu=$cpu" "ledger_commits=$ledger" "pg=$pg" "profile=$prof"
     python3 - "$work/$name.json" "$stats" <<'PY' || failed=1
 import json, sys
 text = open(sys.argv[1]).read().strip()
@@ -796,10 +847,13 @@ if u and us:
     rp, rs = res("pg-relay-c64").get("throughput_rps"), res("relay-c64").get("throughput_rps")
     all_p, all_s = per_tx(1 - u.get("idle", 0), rp), per_tx(1 - us.get("idle", 0), rs)
     w("")
-    w(f"- At 64 connections both relays keep the machine busy ({100 * (1 - u.get('idle', 0)):.0f} % on "
-      f"PostgreSQL, {100 * (1 - us.get('idle', 0)):.0f} % on SQLite), so throughput follows the CPU a "
-      f"transfer costs: {fmt(all_p, 3)} ms in all on PostgreSQL against {fmt(all_s, 3)} ms on SQLite "
-      f"(ratio {ratio(all_s, all_p)}; throughput ratio {ratio(rp, rs)}).")
+    busy_p, busy_s = 1 - u.get("idle", 0), 1 - us.get("idle", 0)
+    w(f"- At 64 connections the machine is {100 * busy_p:.0f} % busy on PostgreSQL and "
+      f"{100 * busy_s:.0f} % on SQLite; a transfer costs {fmt(all_p, 3)} ms of CPU in all on PostgreSQL "
+      f"against {fmt(all_s, 3)} ms on SQLite (ratio {ratio(all_s, all_p)}; throughput ratio {ratio(rp, rs)})"
+      + (": both busy, so throughput follows that cost." if min(busy_p, busy_s) >= 0.85 else
+         ". Where a cell leaves CPU idle, something other than CPU limits it: on SQLite, the one "
+         "writer thread (the next section)."))
     w(f"- Of that, the PostgreSQL server takes {fmt(per_tx(u.get('postgres'), rp), 3)} ms per transfer: the "
       "claim's `INSERT … SELECT FROM unnest … ON CONFLICT DO NOTHING` and the result's guarded "
       "`UPDATE … FROM unnest`, each group-committed (many transfers per statement and commit, "
@@ -824,6 +878,53 @@ if pg_cells:
         g, n = by[c]["pg"], (by[c].get("core") or {}).get("bookings")
         per = lambda v: None if not n else v / n
         w(f"| {c} | {fmt(n, 0)} | {fmt(per(g['commits']), 3)} | {fmt(per(g['syncs']), 3)} | {fmt(per(g['wal']), 0)} |")
+    w("")
+# The relays' threads and the ledger's commits (single-relay cells at 64 connections).
+def thread_ms(c, names):
+    """CPU ms per transfer of the relay's threads whose name starts with one of `names`; "conn"
+    is the relay's CPU less every thread still alive at the end (the connection threads end
+    with loadgen's connections, before the second snapshot, and only the process keeps their
+    time)."""
+    u = (by.get(c) or {}).get("cpu") or {}
+    t = u.get("relay_threads") or {}
+    if not t:
+        return None
+    share = sum(v for k, v in t.items() if k.startswith(names) and k != "conn")
+    if "conn" in names:
+        share += max(0.0, u.get("relay", 0) - sum(v for k, v in t.items() if k != "conn"))
+    return per_tx(share, res(c).get("throughput_rps"))
+def commits(c):
+    """(commits per transfer, statements per commit, commit time ÷ wall time, ms per commit),
+    from /metrics."""
+    g, n = (by.get(c) or {}).get("ledger_commits") or {}, ((by.get(c) or {}).get("core") or {}).get("bookings")
+    if not g.get("commits") or not n or not g.get("wall"):
+        return None, None, None, None
+    return g["commits"] / n, g["statements"] / g["commits"], g["seconds"] / g["wall"], 1000 * g["seconds"] / g["commits"]
+thread_cells = [c for c in by if c.endswith("-c64") and not c.startswith(("direct", "pg3", "replay", "prof"))
+                and ((by[c].get("cpu") or {}).get("relay_threads"))]
+if thread_cells:
+    w("## The relay's threads and the ledger's commits")
+    w("")
+    w("The relay's CPU per transfer by thread (from `/proc/PID/task`, over the same seconds as above): "
+      "the connection threads (`conn`, one per channel connection: frames, the core call, the log "
+      "line; counted as the process's CPU less that of the threads still alive at the end, since "
+      "they end with loadgen's connections: the few other threads, accept and admin, are in "
+      "it too) and the ledger's threads (`ledger-writer`, the SQLite group commit; `ledger-pg*`, "
+      "the PostgreSQL pool's and batch writers' threads; `ledger-checkpoint`); then the ledger's commits "
+      "(`txrelay_ledger_commit_*` on the relay's `--admin` port, read before and after the cell): "
+      "per transfer booked, statements per commit, and the time spent committing ÷ the cell's "
+      "wall-clock time. On SQLite one thread commits, so a figure near 1 means the writer is "
+      "never idle and is what limits the cell; on PostgreSQL several batches commit at once.")
+    w("")
+    w("| cell | req/s | idle | relay CPU ms per transfer: connection threads, ledger threads | commits per transfer | statements per commit | ms per commit | commit time ÷ wall |")
+    w("|---|---:|---:|---|---:|---:|---:|---:|")
+    for c in thread_cells:
+        rps_c = res(c).get("throughput_rps")
+        u = by[c].get("cpu") or {}
+        conn, led = thread_ms(c, ("conn",)), thread_ms(c, ("ledger",))
+        k, b, o, d = commits(c)
+        w(f"| {c} | {fmt(rps_c, 0)} | {100 * u.get('idle', 0):.0f} % | {fmt(conn, 3)}, {fmt(led, 3)} "
+          f"| {fmt(k, 3)} | {fmt(b, 1)} | {fmt(d, 2)} | {fmt(o, 2)} |")
     w("")
 w("## What history and late replies cost, measured in the same run")
 w("")
@@ -865,6 +966,78 @@ aim("SQLite: with history ÷ without its triggers ≥ 0.9 (median of the rounds)
     sorted(hist)[len(hist) // 2] if hist else None, lambda v: v >= 0.9)
 aim("SQLite relay ÷ direct (no relay) ≥ 0.3", quot(rps("relay-c64"), rps("direct-c64")), lambda v: v >= 0.3)
 w("")
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return xs[len(xs) // 2] if xs else None
+def busy(c):
+    u = (by.get(c) or {}).get("cpu")
+    return None if not u else 1 - u.get("idle", 0)
+def pct(v):
+    return "n/a" if v is None else f"{100 * v:.0f} %"
+why = []
+m3 = quot(rps("pg3-c64"), rps("pg-relay-c64"))
+g1, g3 = (by.get("pg-relay-c64") or {}).get("pg"), (by.get("pg3-c64") or {}).get("pg")
+u3 = (by.get("pg3-c64") or {}).get("cpu") or {}
+if m3 is not None and m3 < 1.2 and g1 and g3 and u3:
+    n1, n3 = (by["pg-relay-c64"].get("core") or {}).get("bookings"), (by["pg3-c64"].get("core") or {}).get("bookings")
+    why.append(
+        f"**Three relays ÷ one ({m3:.2f})**: the machine is {pct(busy('pg3-c64'))} busy in the three-relay cell "
+        f"({pct(busy('pg-relay-c64'))} with one), so three relays share the CPU one relay already used; and "
+        f"they cut the same load into three sets of smaller batches: {fmt(quot(g3['commits'], n3), 3)} "
+        f"server transactions per transfer against {fmt(quot(g1['commits'], n1), 3)}, "
+        f"{fmt(per_tx(u3.get('postgres'), rps('pg3-c64')), 3)} ms of server CPU per transfer against "
+        f"{fmt(per_tx(pgu.get('postgres'), rps('pg-relay-c64')), 3)}, and "
+        f"{fmt(per_tx(u3.get('relay'), rps('pg3-c64')), 3)} ms of relay CPU against "
+        f"{fmt(per_tx(pgu.get('relay'), rps('pg-relay-c64')), 3)}. More relays add throughput only "
+        "where each has CPU of its own (docs/sizing.md).")
+hm = median(hist)
+if hm is not None and hm < 0.9:
+    rounds = range(1, int(E["BENCH_COST_ROUNDS"]) + 1)
+    def cost_fig(mode, f):
+        return median(f(f"cost{n}-{mode}-c64") for n in rounds)
+    wr = {m: cost_fig(m, lambda c: thread_ms(c, ("ledger-writer",))) for m in ("relay", "nohist")}
+    oc = {m: cost_fig(m, lambda c: commits(c)[2]) for m in ("relay", "nohist")}
+    ms = {m: cost_fig(m, lambda c: commits(c)[3]) for m in ("relay", "nohist")}
+    st = {m: cost_fig(m, lambda c: commits(c)[1]) for m in ("relay", "nohist")}
+    idle = {m: cost_fig(m, lambda c: None if busy(c) is None else 1 - busy(c)) for m in ("relay", "nohist")}
+    if None not in (*wr.values(), *oc.values()):
+        limit = oc["relay"] >= 0.8
+        why.append(
+            f"**History ÷ none ({hm:.2f})**, medians of the rounds: with history the writer thread spends "
+            f"{wr['relay']:.3f} ms of CPU per transfer against {wr['nohist']:.3f} ms without the triggers, "
+            f"a commit takes {fmt(ms['relay'], 2)} ms against {fmt(ms['nohist'], 2)} "
+            f"({fmt(st['relay'], 1)} against {fmt(st['nohist'], 1)} statements per commit), and committing "
+            f"fills {oc['relay']:.2f} of the wall clock against {oc['nohist']:.2f}; idle CPU "
+            f"{pct(idle['relay'])} against {pct(idle['nohist'])}. "
+            + ("The one writer thread is busy all the time, so it, not the CPU, is the limit: what "
+               "the triggers add to each commit comes off throughput."
+               if limit else
+               "Every transfer waits for two commits (its claim's, then its result's), so what the "
+               "triggers add to each commit (their statements; the history row and its GUID index "
+               "entry, a page at a random place, written to the log and synced) is added to every "
+               "transfer's time twice, and with a closed loop of 64 connections throughput falls "
+               "with it."))
+rd = quot(rps("relay-c64"), rps("direct-c64"))
+if rd is not None and rd < 0.3:
+    ud = (by.get("direct-c64") or {}).get("cpu") or {}
+    k, b, o, d = commits("relay-c64")
+    why.append(
+        f"**Relay ÷ direct ({rd:.2f})**: the direct cell is loadgen POSTing to the simulator, "
+        f"{fmt(per_tx(busy('direct-c64'), rps('direct-c64')), 3)} ms of the machine's CPU per request"
+        + ("" if ud else " (its CPU split is not taken)")
+        + f"; a relayed transfer costs {fmt(per_tx(busy('relay-c64'), rps('relay-c64')), 3)} ms, of which "
+        f"the relay {fmt(per_tx(((by.get('relay-c64') or {}).get('cpu') or {}).get('relay'), rps('relay-c64')), 3)} "
+        f"(connection threads {fmt(thread_ms('relay-c64', ('conn',)), 3)}, ledger threads "
+        f"{fmt(thread_ms('relay-c64', ('ledger',)), 3)}), and every transfer waits for two fsynced commits "
+        f"({fmt(d, 2)} ms each on average; the one writer thread commits {fmt(o, 2)} of the wall clock). The profile below shows where the relay's "
+        "CPU goes: the kernel's wake-ups and syscalls of a thread per connection handing each claim "
+        "and result to the writer and back, loopback TCP twice (channel and core), and SQLite.")
+if why:
+    w("Where a missed aim's time goes, from this run's figures (the tables above and below):")
+    w("")
+    for x in why:
+        w(f"- {x}")
+    w("")
 def output_section(var, title, intro):
     """A section quoting a sub-run's output file (E[var]), if it wrote anything."""
     lines = [l for l in open(E[var]).read().splitlines() if l.strip()] if E.get(var) else []
@@ -961,7 +1134,7 @@ w("")
 w("## Commands")
 w("")
 w("Each cell started `coresim --listen 127.0.0.1:0` and, for relay cells, "
-  "`relay --db <fresh temp ledger> --listen 127.0.0.1:0 --core http://<core>`; ports are the "
+  "`relay --db <fresh temp ledger> --listen 127.0.0.1:0 --core http://<core> --admin 127.0.0.1:0` (the admin port for the commit figures); ports are the "
   "kernel's, so they differ from run to run; the tls cells' relays also had `--tls-cert "
   "relay.pem --tls-key relay.key --client-ca ca.pem` (made by `pkigen DIR --client channel-a`), "
   "the http cells' relays `--http-listen 127.0.0.1:0` (loadgen `--relay` is then that address). "
