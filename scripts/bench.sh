@@ -930,6 +930,9 @@ w("## What history and late replies cost, measured in the same run")
 w("")
 w("| figure | value |")
 w("|---|---:|")
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return xs[len(xs) // 2] if xs else None
 def cost_ratios(mode):
     out = []
     for n in range(1, int(E["BENCH_COST_ROUNDS"]) + 1):
@@ -940,7 +943,7 @@ def cost_ratios(mode):
 for mode, what in (("nohist", "with history ÷ with its triggers dropped"),
                    ("nolate", "with late replies (default) ÷ --late-reply-ms 0")):
     rs = cost_ratios(mode)
-    med = sorted(rs)[len(rs) // 2] if rs else None
+    med = median(rs)
     each = ", ".join(f"{x:.2f}" for x in rs) or "-"
     w(f"| throughput {what}, 64 conns: median of {len(rs)} round{'s' if len(rs) != 1 else ''} (each round) "
       f"| {fmt(med)} ({each}) |")
@@ -963,12 +966,9 @@ aim("PostgreSQL server CPU ms per transfer ≤ 0.2 (one relay)",
 aim("three relays on one PostgreSQL ÷ one relay on PostgreSQL ≥ 1.2", quot(rps("pg3-c64"), rps("pg-relay-c64")),
     lambda v: v >= 1.2)
 aim("SQLite: with history ÷ without its triggers ≥ 0.9 (median of the rounds)",
-    sorted(hist)[len(hist) // 2] if hist else None, lambda v: v >= 0.9)
+    median(hist), lambda v: v >= 0.9)
 aim("SQLite relay ÷ direct (no relay) ≥ 0.3", quot(rps("relay-c64"), rps("direct-c64")), lambda v: v >= 0.3)
 w("")
-def median(xs):
-    xs = sorted(x for x in xs if x is not None)
-    return xs[len(xs) // 2] if xs else None
 def busy(c):
     u = (by.get(c) or {}).get("cpu")
     return None if not u else 1 - u.get("idle", 0)
