@@ -54,6 +54,10 @@ Builds with `cargo build --release --workspace --bins --quiet`, then runs:
                                       before/with, and a probe on a new connection
   drain (not with --quick)            scripts/drain_bench.sh: resolve on 20,000 UNKNOWN rows,
                                       --parallel 1 and 8
+  history                             the writer alone, no relay: scripts/history_trigger_cost.py
+                                      --guids streams, then random (none, new, newnoguid;
+                                      --quick: one round of 640 transfers): µs and WAL pages
+                                      per transfer with and without history and its GUID index
   reconcile (not with --quick)        reconcile over a million journal lines and rows (the
                                       ignored test reconcile_million): seconds, peak RSS
 Exit status: 0 if every safety check held, 1 if one did not (the report is still written),
@@ -635,6 +639,19 @@ if ((!quick)) && want drain; then
     bash scripts/drain_bench.sh --rows 20000 --parallel "1 8" | tee "$drain_out" || failed=1
 fi
 
+# The writer alone (no relay, Python's sqlite3): what the history triggers write per transfer,
+# with the bench's GUIDs (streams) and with random ones, and what the GUID index is of it.
+history_out="$work/history.txt"
+: >"$history_out"
+if want history; then
+    hargs=(--rounds 3 --purge-rows 0 --only none,new,newnoguid)
+    ((quick)) && hargs=(--rounds 1 --transfers 640 --purge-rows 0 --only none,new,newnoguid)
+    for g in streams random; do
+        echo "== history (python3 scripts/history_trigger_cost.py ${hargs[*]} --guids $g)"
+        python3 scripts/history_trigger_cost.py "${hargs[@]}" --guids "$g" | tee -a "$history_out" || failed=1
+    done
+fi
+
 reconcile_out="$work/reconcile.txt"
 : >"$reconcile_out"
 if ((!quick)) && want reconcile; then
@@ -674,7 +691,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 BENCH_NPROC=$(nproc) BENCH_CPU=${cpu:-unknown} BENCH_MEM=$mem BENCH_KERNEL=$(uname -sr) \
 BENCH_RUSTC=$(rustc -V) BENCH_DATE=$started_at BENCH_SECS=$secs BENCH_WARMUP=$warmup \
-BENCH_HOLD=$hold BENCH_QUICK=$quick BENCH_CELLS=$cells BENCH_DRAIN=$drain_out BENCH_RECONCILE=$reconcile_out BENCH_FDS=$fd_limit BENCH_RATIO=$ratio BENCH_POOL=$pool BENCH_COST_ROUNDS=$cost_rounds \
+BENCH_HOLD=$hold BENCH_QUICK=$quick BENCH_CELLS=$cells BENCH_DRAIN=$drain_out BENCH_RECONCILE=$reconcile_out BENCH_HISTORY=$history_out BENCH_FDS=$fd_limit BENCH_RATIO=$ratio BENCH_POOL=$pool BENCH_COST_ROUNDS=$cost_rounds \
 BENCH_GIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty) \
 python3 - "$results" "$out" <<'PY' || failed=1
 import json, os, sys
@@ -990,6 +1007,37 @@ if m3 is not None and m3 < 1.2 and g1 and g3 and u3:
         f"{fmt(per_tx(u3.get('relay'), rps('pg3-c64')), 3)} ms of relay CPU against "
         f"{fmt(per_tx(pgu.get('relay'), rps('pg-relay-c64')), 3)}. More relays add throughput only "
         "where each has CPU of its own (docs/sizing.md).")
+def history_cost():
+    """The writer-alone figures (history_trigger_cost.py): {guids: {variant: (µs, WAL pages)}}."""
+    import re
+    out, g = {}, None
+    for l in (open(E["BENCH_HISTORY"]).read().splitlines() if E.get("BENCH_HISTORY") else []):
+        h = re.search(r"GUIDs (\w+)$", l)
+        m = re.match(r"(\w+)\s+([\d.]+) µs/transfer, median [\d.]+,\s+([\d.]+) WAL pages/transfer", l)
+        if h:
+            g = h.group(1)
+        elif m and g:
+            out.setdefault(g, {})[m.group(1)] = (float(m.group(2)), float(m.group(3)))
+    return out
+def history_why():
+    hc = history_cost()
+    parts = []
+    for g, what in (("streams", "the bench's GUIDs"), ("random", "random GUIDs")):
+        v = hc.get(g, {})
+        if all(k in v for k in ("none", "new", "newnoguid")):
+            parts.append(
+                f"with {what} a transfer writes {v['new'][1]:.1f} pages to the log with history, "
+                f"{v['none'][1]:.1f} without its triggers and {v['newnoguid'][1]:.1f} with history but "
+                f"without its GUID index (without ÷ with: {v['none'][0] / v['new'][0]:.2f} in time, "
+                f"{v['none'][0] / v['newnoguid'][0]:.2f} without the GUID index)")
+    if not parts:
+        return ""
+    return (" The writer alone (the section *What the history writes* below): " + "; ".join(parts)
+            + ". Most of what history costs is its GUID index: each history row (two per transfer, "
+            "in two commits) puts an entry on a leaf page at its GUID's place, one more page to log "
+            "and sync per row; the index is what finds a GUID's history (inspect) and lets the "
+            "insert trigger record a row replaced by hand (docs/performance.md, *History cost on "
+            "SQLite*, weighs the ways to take it off the write path).")
 hm = median(hist)
 if hm is not None and hm < 0.9:
     rounds = range(1, int(E["BENCH_COST_ROUNDS"]) + 1)
@@ -1016,7 +1064,8 @@ if hm is not None and hm < 0.9:
                "triggers add to each commit (their statements; the history row and its GUID index "
                "entry, a page at a random place, written to the log and synced) is added to every "
                "transfer's time twice, and with a closed loop of 64 connections throughput falls "
-               "with it."))
+               "with it.")
+            + history_why())
 rd = quot(rps("relay-c64"), rps("direct-c64"))
 if rd is not None and rd < 0.3:
     ud = (by.get("direct-c64") or {}).get("cpu") or {}
@@ -1051,6 +1100,13 @@ def output_section(var, title, intro):
             w(l)
         w("```")
         w("")
+output_section("BENCH_HISTORY", "What the history writes (the writer alone)",
+    "`python3 scripts/history_trigger_cost.py --rounds 3 --purge-rows 0 --only none,new,newnoguid "
+    "--guids streams`, then `--guids random`: Python's sqlite3 (its own SQLite, not the relay's), no "
+    "relay; claims then results, 32 per transaction with the batch's actor row, WAL, synchronous FULL; "
+    "none = schema.sql with its tx triggers dropped, new = schema.sql, newnoguid = schema.sql "
+    "without the history's GUID index (and the probe that needs it). The least of the rounds in "
+    "µs per transfer, the median, and the pages each transfer writes to the log (WAL frames):")
 output_section("BENCH_DRAIN", "Draining UNKNOWN rows (resolve)",
     "`bash scripts/drain_bench.sh --rows 20000 --parallel \"1 8\"`: a ledger of 20,000 UNKNOWN rows (half "
     "booked at the simulator, half never), `resolve --min-age 300 --parallel K` on a copy of it "
