@@ -20,7 +20,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::{LazyLock, Once};
+use std::sync::{LazyLock, Mutex, MutexGuard, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -135,6 +135,9 @@ pub struct Metrics {
     pub at_attempt_cap: IntGauge,
     /// When the ledger was last sampled (Unix seconds).
     pub sampled_at: Gauge,
+    /// Held while a sample sets its gauges and while a scrape gathers: a scrape shows one
+    /// sample whole (the registry gathers family by family, not in one snapshot).
+    sampling: Mutex<()>,
     /// Samples that failed (the ledger did not answer).
     pub sample_errors: IntCounter,
     /// Late replies (`late`): calls handed to a waiter, dropped for lack of room, answers
@@ -156,6 +159,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 /// The process's metrics.
 pub fn metrics() -> &'static Metrics {
     &METRICS
+}
+
+/// `m` locked, even if a holder panicked (what it guards is only an order of writes).
+fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Registers `metric` with `registry` and hands it back.
@@ -354,6 +362,7 @@ impl Metrics {
                 )
                 .expect("valid gauge"),
             ),
+            sampling: Mutex::new(()),
             registry: r,
         };
         m.build_info
@@ -418,9 +427,13 @@ impl Metrics {
             self.tls_cert_expiry
                 .set(self.tls_not_after.load(Ordering::Relaxed) as f64 - now);
         }
+        let families = {
+            let _whole = lock(&self.sampling);
+            self.registry.gather()
+        };
         let mut out = String::new();
         TextEncoder::new()
-            .encode_utf8(&self.registry.gather(), &mut out)
+            .encode_utf8(&families, &mut out)
             .expect("encoding into a String cannot fail");
         out
     }
@@ -473,6 +486,7 @@ impl Metrics {
                 return Err(e);
             }
         };
+        let _whole = lock(&self.sampling);
         let counts = sample.counts;
         for state in State::ALL {
             // Every state, so that one with no row is 0, not missing.
@@ -552,7 +566,7 @@ impl Drop for Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
     #[test]
     fn the_exposition_has_every_family_with_help_and_type() {
@@ -641,6 +655,54 @@ mod tests {
             .sample(store.as_ref(), &Thresholds::default())
             .unwrap();
         assert!(metrics().sampled_at.get() > 0.0);
+    }
+
+    /// A scrape shows one sample whole, never half of one: the rows by state and the ages
+    /// read in the same sample (once, in CI, a scrape read the rows' gauge before a sample
+    /// and the ages after it: UNKNOWN rows 0, the oldest UNKNOWN an hour old).
+    #[test]
+    fn a_scrape_never_shows_half_a_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = |name: &str, rows: &str| -> Arc<dyn Store> {
+            let l = ledger::sqlite::Ledger::open(&dir.path().join(name)).unwrap();
+            l.connection().execute_batch(rows).unwrap();
+            Arc::new(Mutex::new(l))
+        };
+        let one = open(
+            "one.db",
+            "INSERT INTO tx (guid, state, attempts, updated_at) VALUES \
+             ('a', 'UNKNOWN', 1, datetime('now', '-3600 seconds'));",
+        );
+        let none = open("none.db", "");
+        let m = Arc::new(Metrics::new());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = {
+            let (m, stop) = (m.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for store in [&one, &none].into_iter().cycle() {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    m.sample(store.as_ref(), &Thresholds::default()).unwrap();
+                }
+            })
+        };
+        let value = |text: &str, key: &str| -> f64 {
+            let line = text.lines().find(|l| l.starts_with(key)).unwrap();
+            line[key.len()..].trim().parse().unwrap()
+        };
+        let mut torn = 0;
+        for _ in 0..3000 {
+            let text = m.encode();
+            let rows = value(&text, "txrelay_ledger_rows{state=\"UNKNOWN\"}");
+            let age = value(&text, "txrelay_ledger_oldest_unknown_age_seconds");
+            if (rows > 0.0) != (age > 0.0) {
+                torn += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        sampler.join().unwrap();
+        assert_eq!(torn, 0, "scrapes that showed half a sample");
     }
 
     #[test]
