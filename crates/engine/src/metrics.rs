@@ -161,11 +161,6 @@ pub fn metrics() -> &'static Metrics {
     &METRICS
 }
 
-/// `m` locked, even if a holder panicked (what it guards is only an order of writes).
-fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Registers `metric` with `registry` and hands it back.
 fn reg<M: prometheus::core::Collector + Clone + 'static>(registry: &Registry, metric: M) -> M {
     registry
@@ -417,6 +412,11 @@ impl Metrics {
         });
     }
 
+    /// `sampling` held, even if a holder panicked (it guards only an order of writes).
+    fn one_sample(&self) -> MutexGuard<'_, ()> {
+        self.sampling.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Everything, in the Prometheus text format (`CONTENT_TYPE`).
     pub fn encode(&self) -> String {
         if self.tls_on.is_completed() {
@@ -428,7 +428,7 @@ impl Metrics {
                 .set(self.tls_not_after.load(Ordering::Relaxed) as f64 - now);
         }
         let families = {
-            let _whole = lock(&self.sampling);
+            let _whole = self.one_sample();
             self.registry.gather()
         };
         let mut out = String::new();
@@ -486,7 +486,7 @@ impl Metrics {
                 return Err(e);
             }
         };
-        let _whole = lock(&self.sampling);
+        let _whole = self.one_sample();
         let counts = sample.counts;
         for state in State::ALL {
             // Every state, so that one with no row is 0, not missing.
