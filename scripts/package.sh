@@ -14,7 +14,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-tools=(relay resolve reprocess purge inspect migrate backup reconcile)
+tools=(relay resolve reprocess purge inspect migrate backup restore reconcile)
 target=${CARGO_TARGET_DIR:-$root/target}
 
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then

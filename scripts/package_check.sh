@@ -27,7 +27,7 @@ export DEBIAN_FRONTEND=noninteractive
 unit_dir=/usr/lib/systemd/system
 units=(txrelay-relay.service)
 for t in resolve reprocess purge backup reconcile; do units+=("txrelay-$t.service" "txrelay-$t.timer"); done
-tools=(relay resolve reprocess purge inspect migrate backup reconcile)
+tools=(relay resolve reprocess purge inspect migrate backup restore reconcile)
 
 fail() {
     echo "package_check: FAILED: $*" >&2

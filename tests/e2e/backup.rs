@@ -1,6 +1,7 @@
 //! `backup` end to end: a backup taken while the relay serves channels holds every GUID
-//! answered before it, and a relay restored from it replays their stored replies without
-//! booking again; the file is one self-contained, sound SQLite file; an existing file is
+//! answered before it, and a relay restored from it (by `restore`) replays their stored
+//! replies without booking again; the file is one self-contained, sound SQLite file; a copy
+//! put over a ledger by hand is refused by the relay and the batch tools; an existing file is
 //! refused without --force; a failed backup leaves nothing behind. SQLite's alone (a
 //! PostgreSQL ledger is refused, pointing to the database's own tools).
 
@@ -40,10 +41,12 @@ fn backup_dir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
 
-/// A fresh ledger holding a copy of the backup at `file`: a restore.
+/// A fresh ledger put back from the backup at `file` by `restore` (a copy put in place by
+/// hand is refused by every tool that would write it).
 fn restored_from(file: &Path) -> TempLedger {
     let restored = TempLedger::new();
-    std::fs::copy(file, restored.path()).expect("copy the backup into place");
+    let from = file.to_str().expect("UTF-8 temp path");
+    tool("restore", &["--from", from, "--db", restored.arg()]).expect_code(EXIT_SETTLED);
     restored
 }
 
@@ -305,4 +308,90 @@ fn a_missing_ledger_or_a_postgres_url_is_one_line() {
     let err = r.stderr();
     assert!(!err.contains("secret"), "the password is masked: {err}");
     assert_eq!(names_in(dir.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_backup_copied_over_a_ledger_by_hand_is_refused_by_the_relay_and_the_tools() {
+    let s = Scene::new()
+        .core(&[])
+        .rows([RowSpec::unknown(&msg("G-BK-CP", 5, "")).age(OLD)])
+        .build();
+    let dir = backup_dir();
+    let file = dir.path().join("b.db");
+    backup(s.db.arg(), &file, &[]).expect_code(EXIT_SETTLED);
+    // The old habit: `cp backup.db ledger.db`.
+    let copied = TempLedger::new();
+    std::fs::copy(&file, copied.path()).expect("copy the backup over a ledger");
+    let bytes = std::fs::read(copied.path()).unwrap();
+
+    let relay = Run::command(
+        relay_command(&copied, &s.core().url(), &[]),
+        std::time::Duration::from_secs(30),
+    );
+    assert!(
+        matches!(relay.code, Some(c) if c != 0),
+        "the relay refuses it: {relay:?}"
+    );
+    assert!(
+        !relay.stdout().contains("listening on"),
+        "{}",
+        relay.stdout()
+    );
+    assert!(
+        relay.stderr().lines().any(|l| l.contains("restore")),
+        "a line naming restore: {}",
+        relay.stderr()
+    );
+    for r in [
+        resolve(&copied, &s.core().url(), &["--min-age", "60"]),
+        reprocess(&copied, &s.core().url(), &["--max-attempts", "3"]),
+    ] {
+        assert!(matches!(r.code, Some(c) if c != 0), "{r:?}");
+        assert!(
+            r.stderr().contains("restore"),
+            "{:?}: {}",
+            r.argv,
+            r.stderr()
+        );
+    }
+    assert_eq!(
+        std::fs::read(copied.path()).unwrap(),
+        bytes,
+        "nothing written to it"
+    );
+    assert_eq!(
+        s.core().inquiries() + s.core().total_bookings(),
+        0,
+        "the core was not asked"
+    );
+}
+
+/// `backup --to` an idle ledger (no process holds it, its `-wal` still beside it, as a killed
+/// relay leaves it) is refused with --force too, naming `restore`: the snapshot renamed onto it
+/// would meet the old WAL, which SQLite replays into whatever file has the name.
+#[test]
+fn a_backup_onto_an_idle_ledger_with_its_wal_is_refused_naming_restore() {
+    let s = Scene::new()
+        .rows([RowSpec::unknown(&msg("G-BK-IDLE", 5, ""))])
+        .build();
+    let dir = backup_dir();
+    let target = dir.path().join("other.db");
+    // A ledger with its -wal beside it, held by nobody.
+    let conn = Connection::open(&target).unwrap();
+    conn.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE tx (guid TEXT PRIMARY KEY);")
+        .unwrap();
+    let mut wal = target.clone().into_os_string();
+    wal.push("-wal");
+    assert!(Path::new(&wal).exists(), "the WAL is beside it");
+    let before = std::fs::read(&target).unwrap();
+    let r = backup(s.db.arg(), &target, &["--force"]);
+    r.expect_code(EXIT_FATAL);
+    let err = r.stderr().trim_end();
+    assert!(!err.contains('\n'), "one line: {err}");
+    assert!(
+        err.contains("is a ledger") && err.contains("restore"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), before, "untouched");
+    drop(conn);
 }

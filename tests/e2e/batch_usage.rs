@@ -243,6 +243,10 @@ fn every_tool<'a>(db: &'a str, core: &'a str) -> Vec<(&'static str, Vec<&'a str>
         ("purge", with_db("purge", db, core)),
         ("inspect", vec!["--db", db]),
         ("backup", vec!["--db", db, "--to", "/nonexistent-dir/b.db"]),
+        (
+            "restore",
+            vec!["--db", db, "--from", "/nonexistent-dir/b.db"],
+        ),
     ]
 }
 

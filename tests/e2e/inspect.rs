@@ -1,6 +1,8 @@
 //! `inspect`: the operator's tool. Here its listing without a command, read-only; its
 //! commands in `inspect/`: `summary`, `list` and `show` on a ledger the relay wrote
-//! (`views`), paged (`paging`), on a million rows (`million`), and `settle`, the one that writes (`settle`).
+//! (`views`), paged (`paging`), on a million rows (`million`), `settle`, the one that writes a
+//! row (`settle`), and `recovery`, the ledger's recovery mark shown, begun and ended
+//! (`recovery`).
 
 // Paths relative to this file's folder: the same whether this file is a module of `e2e` or
 // of `e2e_pg` (which includes it by `#[path]`).
@@ -8,6 +10,8 @@
 pub mod million;
 #[path = "inspect/paging.rs"]
 mod paging;
+#[path = "inspect/recovery.rs"]
+mod recovery;
 #[path = "inspect/settle.rs"]
 mod settle;
 #[path = "inspect/views.rs"]

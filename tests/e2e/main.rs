@@ -10,7 +10,7 @@
 //! any ledger (`util`, `batch_usage`, `inspect`, `lifecycle`, `purge`, `relay`, `reprocess`,
 //! `resolve`) once more with the ledger on PostgreSQL, where their tests that only mean
 //! something on SQLite are ignored (`sqlite_only!`); `alerts`, `scripts`, `backup`,
-//! `bench_smoke` and `chaos_smoke` are SQLite's alone.
+//! `bench_smoke`, `chaos_smoke` and `one_file` are SQLite's alone.
 
 /// `sqlite_only! { "why", fn name() { … } }`: a test that means something only on SQLite
 /// (its locks, its files, its descriptor budget). Here: a plain test.
@@ -36,10 +36,13 @@ mod chaos_smoke;
 mod history_upgrade;
 mod inspect;
 mod lifecycle;
+mod one_file;
 mod purge;
 mod reconcile;
 mod reconcile_million;
 mod relay;
 mod reprocess;
 mod resolve;
+mod restore;
+mod restore_procedure;
 mod scripts;

@@ -63,6 +63,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
         bytes: done.bytes,
         seconds: started.elapsed().as_secs_f64(),
         rows: done.rows,
+        snapshot_at: done.snapshot_at,
     };
     Ok(print_report("backup", &summary, args.json.json))
 }
@@ -75,6 +76,9 @@ struct Summary {
     total: u64,
     bytes: u64,
     seconds: f64,
+    /// When the snapshot was taken (RFC 3339, UTC): a restore of this copy is recovering
+    /// from this instant (minus a margin), and reconcile's window starts there.
+    snapshot_at: String,
 }
 
 impl Report for Summary {
@@ -86,8 +90,8 @@ impl Report for Summary {
             format!(" ({})", by_state.join(", "))
         };
         format!(
-            "backup: {} rows{by_state} in {}, {} bytes, {:.2} s",
-            self.total, self.to, self.bytes, self.seconds
+            "backup: {} rows{by_state} in {}, {} bytes, {:.2} s, snapshot_at={}",
+            self.total, self.to, self.bytes, self.seconds, self.snapshot_at
         )
     }
 

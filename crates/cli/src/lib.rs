@@ -7,6 +7,7 @@ mod failure;
 #[cfg(feature = "tools")]
 pub mod flags;
 mod generate;
+pub mod identity;
 mod logging;
 #[cfg(feature = "tools")]
 mod metrics_file;

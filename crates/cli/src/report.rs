@@ -78,7 +78,7 @@ impl Report for ResolveSummary {
 
 impl Report for ReprocessSummary {
     fn line(&self) -> String {
-        format!(
+        let mut line = format!(
             "reprocess: {} examined, {} sent, {} DONE, {} FAILED, {} UNKNOWN, {} not tried (core unreachable), {} skipped, {} changed by another writer",
             self.examined,
             self.sent,
@@ -88,7 +88,17 @@ impl Report for ReprocessSummary {
             self.not_tried,
             self.skipped,
             self.raced
-        )
+        );
+        // Only a run on a recovering ledger (contract §11) has these: the line stays as it
+        // was for every other run.
+        if self.recovered + self.recovery_left > 0 {
+            line.push_str(&format!(
+                "; recovering: {} settled DONE from the core's booking (not sent), {} left \
+                 (the core's answer was no proof either way)",
+                self.recovered, self.recovery_left
+            ));
+        }
+        line
     }
 
     fn exit_code(&self) -> u8 {
@@ -105,6 +115,8 @@ impl Report for ReprocessSummary {
             ("not_tried", self.not_tried),
             ("skipped", self.skipped),
             ("changed_by_another_writer", self.raced),
+            ("recovered", self.recovered),
+            ("recovery_left", self.recovery_left),
         ])
     }
 }

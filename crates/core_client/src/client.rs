@@ -9,7 +9,9 @@ use serde::Serialize;
 use ureq::http::Uri;
 
 use crate::capture::{self, LateCall};
-use crate::outcome::{Inquiry, Ours, Outcome, booking, classify, outcome_of};
+use crate::outcome::{
+    Inquiry, InquiryDetail, Ours, Outcome, booking_or_other, classify, outcome_of,
+};
 use crate::pre_send::{MarkingConnector, MarkingResolver};
 use crate::tls::{self, TlsFiles};
 use wire::{TX_TRNF, Transfer};
@@ -197,35 +199,45 @@ impl CoreClient {
     /// Asks the core whether it booked transfer `t` (its GUID, our stored request). Never
     /// POSTs. A booking counts only if it names `t`'s GUID and amount.
     pub fn inquire(&self, t: &Transfer) -> Inquiry {
+        self.inquire_detail(t).into()
+    }
+
+    /// As [`CoreClient::inquire`], telling a booking of `t`'s GUID for another amount apart
+    /// from the other errors (recovery mode answers it `E904`, contract §11).
+    pub fn inquire_detail(&self, t: &Transfer) -> InquiryDetail {
         let result = self
             .agent
             .get(format!("{}/v1/transfers/{}", self.base, t.guid))
             .call();
         let mut resp = match result {
             Ok(r) => r,
-            Err(e) => return Inquiry::Error(format!("inquiry failed: {e}")),
+            Err(e) => return InquiryDetail::Error(format!("inquiry failed: {e}")),
         };
         let status = resp.status().as_u16();
         if status != 200 && status != 404 {
-            return Inquiry::Error(format!("inquiry answered HTTP {status}"));
+            return InquiryDetail::Error(format!("inquiry answered HTTP {status}"));
         }
         let text = match resp.body_mut().with_config().limit(MAX_BODY).read_to_vec() {
             Ok(text) => text,
-            Err(e) => return Inquiry::Error(format!("inquiry body not read: {e}")),
+            Err(e) => return InquiryDetail::Error(format!("inquiry body not read: {e}")),
         };
         if status == 404 {
             // Proof of "never booked" only from the core itself: its 404 carries a JSON
             // object. A proxy's or load balancer's 404 page (or an empty body) is not it.
             return match serde_json::from_slice::<serde_json::Value>(&text) {
-                Ok(serde_json::Value::Object(_)) => Inquiry::NotFound,
-                _ => Inquiry::Error(
+                Ok(serde_json::Value::Object(_)) => InquiryDetail::NotFound,
+                _ => InquiryDetail::Error(
                     "inquiry answered 404 without the core's JSON body (a proxy's page?)".into(),
                 ),
             };
         }
-        match booking(&text, Ours::of(t)) {
-            Ok(body) => Inquiry::Booked(body),
-            Err(why) => Inquiry::Error(format!("inquiry answered 200 but {why}")),
+        match booking_or_other(&text, Ours::of(t)) {
+            Ok(body) => InquiryDetail::Booked(body),
+            Err((Some(amount), why)) => InquiryDetail::BookedOther {
+                amount,
+                why: format!("inquiry answered 200 but {why}"),
+            },
+            Err((None, why)) => InquiryDetail::Error(format!("inquiry answered 200 but {why}")),
         }
     }
 }

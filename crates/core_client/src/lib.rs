@@ -17,4 +17,4 @@ pub mod pre_send;
 pub mod tls;
 
 pub use client::{BadCoreUrl, CoreClient, MAX_IDLE, transfer_json};
-pub use outcome::{Inquiry, Ours, Outcome, outcome_of};
+pub use outcome::{Inquiry, InquiryDetail, Ours, Outcome, outcome_of};

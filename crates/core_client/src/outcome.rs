@@ -31,6 +31,47 @@ pub enum Inquiry {
     Error(String),
 }
 
+/// What an inquiry came to, with one case of [`Inquiry::Error`] told apart: a booking of our
+/// GUID for another amount. Settling a row, that is no answer like any other (resolve leaves
+/// the row); before a claim in recovery mode (contract §11) it is an answer: the GUID was
+/// used for a different request, and the channel is told `E904` rather than "not sent".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InquiryDetail {
+    Booked([u8; BOOKING_BODY_LEN]),
+    /// The core booked this GUID for `amount`, not ours; `why` is what [`Inquiry::Error`]
+    /// says about it.
+    BookedOther {
+        amount: u64,
+        why: String,
+    },
+    NotFound,
+    Error(String),
+}
+
+impl InquiryDetail {
+    /// Its name in the relay's metrics (`txrelay_recovery_inquiries_total{outcome=…}`).
+    pub fn label(&self) -> &'static str {
+        match self {
+            InquiryDetail::Booked(_) => "booked",
+            InquiryDetail::BookedOther { .. } => "other_amount",
+            InquiryDetail::NotFound => "not_found",
+            InquiryDetail::Error(_) => "error",
+        }
+    }
+}
+
+impl From<InquiryDetail> for Inquiry {
+    fn from(d: InquiryDetail) -> Inquiry {
+        match d {
+            InquiryDetail::Booked(body) => Inquiry::Booked(body),
+            InquiryDetail::BookedOther { why, .. } | InquiryDetail::Error(why) => {
+                Inquiry::Error(why)
+            }
+            InquiryDetail::NotFound => Inquiry::NotFound,
+        }
+    }
+}
+
 impl Outcome {
     /// Its name in the relay's metrics (`txrelay_core_call_duration_seconds{outcome=…}`).
     pub fn label(&self) -> &'static str {
@@ -102,8 +143,17 @@ pub(crate) fn classify(e: &Error) -> Outcome {
 /// A 200 body that is a booking of `ours` (its GUID and amount) and fits the reply format.
 /// The error says both sides, for the log.
 pub(crate) fn booking(text: &[u8], ours: Ours) -> Result<[u8; BOOKING_BODY_LEN], String> {
+    booking_or_other(text, ours).map_err(|(_, why)| why)
+}
+
+/// As [`booking`], the error also naming the amount of a booking of our GUID for another
+/// amount (whether or not the reply format could carry it).
+pub(crate) fn booking_or_other(
+    text: &[u8],
+    ours: Ours,
+) -> Result<[u8; BOOKING_BODY_LEN], (Option<u64>, String)> {
     let b: BookingJson =
-        serde_json::from_slice(text).map_err(|e| format!("body is not a booking: {e}"))?;
+        serde_json::from_slice(text).map_err(|e| (None, format!("body is not a booking: {e}")))?;
     let theirs = || {
         format!(
             "(core_ref {:?}, amount {}, booked_at {:?})",
@@ -113,28 +163,39 @@ pub(crate) fn booking(text: &[u8], ours: Ours) -> Result<[u8; BOOKING_BODY_LEN],
     match &b.guid {
         Some(g) if *g == ours.guid => {}
         Some(g) => {
-            return Err(format!(
-                "the booking is for guid {g:?} {}, ours is {:?}",
-                theirs(),
-                ours.guid
+            return Err((
+                None,
+                format!(
+                    "the booking is for guid {g:?} {}, ours is {:?}",
+                    theirs(),
+                    ours.guid
+                ),
             ));
         }
         None => {
-            return Err(format!(
-                "the booking names no guid {}, ours is {:?}",
-                theirs(),
-                ours.guid
+            return Err((
+                None,
+                format!(
+                    "the booking names no guid {}, ours is {:?}",
+                    theirs(),
+                    ours.guid
+                ),
             ));
         }
     }
-    // What the reply cannot carry first (its own message), then whether it is our amount.
-    let body = wire::booking_body(&b.core_ref, b.amount, &b.booked_at).map_err(|e| e.0)?;
-    if b.amount != ours.amount {
-        return Err(format!(
-            "the booking is for amount {} {}, ours is {}",
-            b.amount,
-            theirs(),
-            ours.amount
+    // What the reply cannot carry first (its own message), then whether it is our amount;
+    // either way a booking of our GUID for another amount is said to be one.
+    let body = wire::booking_body(&b.core_ref, b.amount, &b.booked_at);
+    let other = (b.amount != ours.amount).then_some(b.amount);
+    let body = body.map_err(|e| (other, e.0))?;
+    if let Some(amount) = other {
+        return Err((
+            other,
+            format!(
+                "the booking is for amount {amount} {}, ours is {}",
+                theirs(),
+                ours.amount
+            ),
         ));
     }
     Ok(body)
@@ -185,5 +246,30 @@ mod tests {
         ] {
             assert!(!not_sent(e), "an unmarked error may have left");
         }
+    }
+
+    #[test]
+    fn a_booking_of_our_guid_for_another_amount_is_told_apart() {
+        let ours = Ours {
+            guid: "G1".into(),
+            amount: 1500,
+        };
+        let other =
+            br#"{"guid":"G1","core_ref":"C1","amount":7,"booked_at":"2026-12-02T09:30:12Z"}"#;
+        let (amount, why) = booking_or_other(other, ours.clone()).unwrap_err();
+        assert_eq!(amount, Some(7));
+        assert_eq!(booking(other, ours.clone()).unwrap_err(), why);
+        // Another amount the reply could not even carry is still another amount.
+        let huge = br#"{"guid":"G1","core_ref":"C1","amount":10000000000000,"booked_at":"2026-12-02T09:30:12Z"}"#;
+        assert_eq!(
+            booking_or_other(huge, ours.clone()).unwrap_err().0,
+            Some(10_000_000_000_000)
+        );
+        // Another GUID, or our amount in a body the reply cannot carry, is no answer at all.
+        let theirs =
+            br#"{"guid":"G2","core_ref":"C1","amount":7,"booked_at":"2026-12-02T09:30:12Z"}"#;
+        assert_eq!(booking_or_other(theirs, ours.clone()).unwrap_err().0, None);
+        let bad = br#"{"guid":"G1","core_ref":"C1","amount":1500,"booked_at":"yesterday"}"#;
+        assert_eq!(booking_or_other(bad, ours).unwrap_err().0, None);
     }
 }

@@ -1,12 +1,14 @@
-//! The core as the transfer logic sees it: a deadline, and a POST of a transfer whose call,
-//! if it timed out waiting for the answer, may be kept for a late reply. The HTTP client
+//! The core as the transfer logic sees it: a deadline, a POST of a transfer whose call, if it
+//! timed out waiting for the answer, may be kept for a late reply, and the inquiry that
+//! recovery mode makes before a claim (contract §11). The HTTP client
 //! (`core_client::CoreClient`) is the one implementation the relay and the tools use; tests
-//! script their own, so that `transfer` and `late` are checked without a socket.
+//! script their own, so that `transfer`, `late` and recovery mode are checked without a
+//! socket.
 
 use std::time::{Duration, Instant};
 
 use core_client::capture::LateCall;
-use core_client::{CoreClient, Outcome};
+use core_client::{CoreClient, InquiryDetail, Outcome};
 use wire::Transfer;
 
 /// What `transfer` needs of the core.
@@ -21,6 +23,9 @@ pub trait Core: Sync {
     /// still to come, for a late reply (`late`).
     fn post_transfer_keeping_late(&self, t: &Transfer)
     -> (Outcome, Option<Box<dyn PendingAnswer>>);
+
+    /// Asks whether the core booked `t` (`GET /v1/transfers/{guid}`). Never POSTs.
+    fn inquire_detail(&self, t: &Transfer) -> InquiryDetail;
 }
 
 /// The answer to a call given up at its read timeout, which may still come.
@@ -47,6 +52,10 @@ impl Core for CoreClient {
     ) -> (Outcome, Option<Box<dyn PendingAnswer>>) {
         let (outcome, call) = CoreClient::post_transfer_keeping_late(self, t);
         (outcome, call.map(|c| Box::new(c) as Box<dyn PendingAnswer>))
+    }
+
+    fn inquire_detail(&self, t: &Transfer) -> InquiryDetail {
+        CoreClient::inquire_detail(self, t)
     }
 }
 

@@ -19,9 +19,7 @@
 //! families of the prometheus crate's process collector, on Linux).
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{LazyLock, Mutex, MutexGuard, Once};
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use log::warn;
@@ -33,6 +31,8 @@ use prometheus::{
 use ledger::state::State;
 pub use ledger::store::DEFAULT_MAX_INQUIRIES;
 use ledger::store::Store;
+
+use crate::every::Every;
 
 /// The commit the binaries were built from (`build.rs`: `git rev-parse --short HEAD`, or
 /// `TXRELAY_COMMIT`, or `unknown`).
@@ -150,6 +150,10 @@ pub struct Metrics {
     /// Results of an earlier attempt, booked or of unknown outcome, that came back after a
     /// later attempt had claimed the GUID: the core may have booked it twice.
     pub possible_double_bookings: IntCounter,
+    /// Recovery mode (`recovery`): 1 while the ledger is marked recovering; the inquiries it
+    /// made before a claim, by outcome.
+    pub ledger_recovering: IntGauge,
+    pub recovery_inquiries: IntCounterVec,
     /// 1, labelled with the version and the commit.
     pub build_info: IntGaugeVec,
 }
@@ -345,6 +349,16 @@ impl Metrics {
                  back after a later attempt had claimed the GUID: the core may have booked \
                  it twice. Each is in the GUID's history with its booking; alert above 0.",
             ),
+            ledger_recovering: gauge(
+                "txrelay_ledger_recovering",
+                "1 while the ledger is marked recovering (contract §11), else 0.",
+            ),
+            recovery_inquiries: counter_vec(
+                "txrelay_recovery_inquiries_total",
+                "Inquiries made in recovery mode before a claim, by outcome (booked, \
+                 not_found, other_amount, error).",
+                "outcome",
+            ),
             build_info: reg(
                 &r,
                 IntGaugeVec::new(
@@ -394,6 +408,9 @@ impl Metrics {
         }
         for limit in ["max_connections", "max_connections_per_peer"] {
             m.connections_refused.with_label_values(&[limit]);
+        }
+        for outcome in crate::recovery::INQUIRY_OUTCOMES {
+            m.recovery_inquiries.with_label_values(&[outcome]);
         }
         m
     }
@@ -522,8 +539,7 @@ struct Sample {
 /// The thread that samples the ledger every `SAMPLE_INTERVAL` (at once when started); it
 /// stops when this is dropped.
 pub struct Sampler {
-    stop: Option<Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _thread: Every,
 }
 
 impl Sampler {
@@ -532,34 +548,12 @@ impl Sampler {
         every: Duration,
         limits: Thresholds,
     ) -> std::io::Result<Sampler> {
-        let (stop, stopped) = mpsc::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("metrics-sampler".into())
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                loop {
-                    if let Err(e) = metrics().sample(store.as_ref(), &limits) {
-                        warn!("cannot sample the ledger for metrics: {e}");
-                    }
-                    match stopped.recv_timeout(every) {
-                        Err(RecvTimeoutError::Timeout) => {}
-                        _ => return,
-                    }
-                }
-            })?;
-        Ok(Sampler {
-            stop: Some(stop),
-            thread: Some(thread),
+        Every::start("metrics-sampler", every, move || {
+            if let Err(e) = metrics().sample(store.as_ref(), &limits) {
+                warn!("cannot sample the ledger for metrics: {e}");
+            }
         })
-    }
-}
-
-impl Drop for Sampler {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        .map(|thread| Sampler { _thread: thread })
     }
 }
 
@@ -595,6 +589,8 @@ mod tests {
             "txrelay_ledger_oldest_failed_age_seconds",
             "txrelay_ledger_needs_operator",
             "txrelay_ledger_failed_at_attempt_cap",
+            "txrelay_ledger_recovering",
+            "txrelay_recovery_inquiries_total",
             "txrelay_build_info",
         ] {
             assert!(text.contains(&format!("# HELP {name} ")), "{name}\n{text}");

@@ -11,6 +11,7 @@ use log::warn;
 use wire::{self, Code};
 
 use crate::double_booking;
+use crate::recovery;
 
 /// How long after its core call the relay keeps retrying a result it could not write (the
 /// ledger locked by a long transaction, say) before it gives up with E901, row SENT.
@@ -63,9 +64,18 @@ impl Handled {
 /// A GUID belongs to the channel that claimed it (contract §8): a row that names a channel
 /// answers any other channel, and an anonymous one, `E904`, before anything of the row is
 /// read out. A row with no channel answers anyone.
+///
+/// A row without a stored request answers `E904`, unless it is a booking `restore
+/// --journal` wrote (contract §11): see `recovery::answer_without_request`.
 pub(crate) fn answer_from_row(row: &Row, channel: Option<&str>, msg: &[u8]) -> Option<Handled> {
     let short = |code| Some(Handled::short(&row.guid, msg, code, Some(row.state)));
-    if !may_use(row, channel) || row.request.as_deref() != Some(msg) {
+    if !may_use(row, channel) {
+        return short(wire::E_GUID_REUSED);
+    }
+    let Some(request) = row.request.as_deref() else {
+        return Some(recovery::answer_without_request(row, msg));
+    };
+    if request != msg {
         return short(wire::E_GUID_REUSED);
     }
     match row.state {

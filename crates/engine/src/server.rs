@@ -17,14 +17,13 @@ mod frames;
 mod handshake;
 mod http;
 pub mod identity;
-mod ledger_lock;
 #[cfg(test)]
 mod tests;
 mod tls;
 
 pub use descriptors::descriptors_needed;
 pub use error::StartError;
-pub use ledger_lock::{LedgerLock, LockError, lock_path};
+pub use ledger::sqlite::lock::{LedgerLock, LockError};
 pub use tls::{ListenerTls, TlsError};
 
 use std::collections::HashMap;
@@ -45,6 +44,7 @@ use self::handshake::{Refused, handshake};
 use crate::admin::Admin;
 use crate::late::LateReplies;
 use crate::metrics::{ANONYMOUS, metrics};
+use crate::recovery::{self, RecoveryWatch};
 use crate::transfer;
 use core_client::CoreClient;
 use core_client::tls::TlsFiles;
@@ -139,6 +139,8 @@ fn note_expiry(files: &ListenerTls, not_after: i64) {
 
 struct Shared {
     store: Arc<dyn Store>,
+    /// Whether the ledger is recovering (CONTRACT §11), followed while the relay runs.
+    recovery: RecoveryWatch,
     tls: Option<ListenerState>,
     late: Option<Arc<LateReplies>>,
     core: CoreClient,
@@ -287,11 +289,12 @@ impl Relay {
             .as_deref()
             .map(|addr| Admin::bind(addr).map_err(|source| admin_err(addr, source)))
             .transpose()?;
-        // Before the ledger is opened (and perhaps upgraded): one relay per SQLite file.
+        // Before the ledger is opened (and perhaps upgraded): one relay per SQLite file, under
+        // whatever name it was given (`ledger::sqlite::lock`).
         let lock = match db {
             Db::Sqlite(path) => {
                 ledger::sqlite::check_path(path).map_err(StartError::Ledger)?;
-                Some(LedgerLock::take(path).map_err(StartError::Lock)?)
+                Some(LedgerLock::relay(path).map_err(StartError::Lock)?)
             }
             Db::Postgres(_) => None,
         };
@@ -301,6 +304,9 @@ impl Relay {
         // A real write through the claim path (rolled back) and the health row, read back:
         // a ledger the relay cannot write would otherwise answer every transfer E905.
         store.health_round_trip().map_err(StartError::Unwritable)?;
+        // Read before `listening on`: no request is handled without knowing the mark.
+        let recovery =
+            RecoveryWatch::start(Arc::clone(&store), recovery::POLL).map_err(StartError::Ledger)?;
         let core = CoreClient::with_tls(
             &config.core_url,
             config.connect_timeout,
@@ -329,6 +335,7 @@ impl Relay {
                     ))
                 }),
                 store,
+                recovery,
                 tls,
                 core,
                 config,
@@ -745,10 +752,11 @@ fn serve_frames<S: Read + Write>(
     let mut timeouts = Timeouts::new(cfg.idle_timeout, cfg.frame_timeout);
     while let Some(msg) = read_frame(reader, sock, &mut timeouts)? {
         let started = Instant::now();
-        let handled = transfer::handle(
+        let handled = transfer::handle_in(
             shared.store.as_ref(),
             &shared.core,
             shared.late.as_ref(),
+            shared.recovery.mode(),
             channel,
             &msg,
         );

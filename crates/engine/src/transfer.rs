@@ -1,5 +1,6 @@
 //! What happens to one transfer request (contract §5, steps 1–3): claim the GUID, or answer
-//! from its row; call the core only when the claim was ours; record the result.
+//! from its row; call the core only when the claim was ours; record the result. While the
+//! ledger is recovering (§11), ask the core before a claim (`recovery`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +17,8 @@ use crate::late::LateReplies;
 use crate::metrics::metrics;
 use crate::record::answer_from_row;
 pub use crate::record::{Handled, RECORD_WINDOW, record_result};
+pub use crate::recovery::Mode;
+use crate::recovery::{self, Before};
 
 /// The longest core call the relay accepts (`--connect-timeout-ms` + `--read-timeout-ms`).
 pub const MAX_CORE_DEADLINE: Duration = Duration::from_secs(30);
@@ -34,17 +37,36 @@ const _: () = assert!(
 const MAX_ROUNDS: usize = 3;
 
 /// Answers one request message (the frame's content) from `channel`, the identity its
-/// connection proved (CONTRACT §8: a client certificate's CN; `None`: anonymous).
+/// connection proved (CONTRACT §8: a client certificate's CN; `None`: anonymous), on a
+/// ledger that is not recovering: [`handle_in`] with [`Mode::Ordinary`].
+pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
+    store: &S,
+    core: &C,
+    late: Option<&Arc<LateReplies>>,
+    channel: Option<&str>,
+    msg: &[u8],
+) -> Handled {
+    handle_in(store, core, late, Mode::Ordinary, channel, msg)
+}
+
+/// Answers one request message as [`handle`] does, in `mode` (the relay's
+/// `RecoveryWatch::mode`, read once per request).
 ///
 /// On SQLite the row is read first, so that a resend of a known GUID is answered without
 /// queueing a write; on PostgreSQL the claim comes first (one round trip for a new GUID; a
 /// claim that finds the row writes nothing). A read never authorises a send: only a claim's
 /// row count does (the INSERT for a new GUID, the guarded UPDATE for a FAILED one). When a
 /// claim loses, the row is read again.
-pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
+///
+/// While the ledger is recovering (CONTRACT §11) the row is always read first, and before a
+/// claim of a GUID without a row, or a re-claim of a FAILED row, the core is asked whether it
+/// booked the GUID already (`recovery::before_claim`): the ledger may have forgotten a claim
+/// that the core booked. A GUID with any other row is answered from it, as always.
+pub fn handle_in<S: Store + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
     late: Option<&Arc<LateReplies>>,
+    mode: Mode,
     channel: Option<&str>,
     msg: &[u8],
 ) -> Handled {
@@ -65,8 +87,11 @@ pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
         warn!(guid:% = t.guid; "cannot {what} the ledger: {e}");
         Handled::short(&t.guid, msg, wire::E_LEDGER, None)
     };
+    let recovering = mode == Mode::Recovering;
+    // Recovery mode asks the core before a claim: a claim made first would skip the question.
+    let claim_first = store.claims_first() && !recovering;
     for round in 0..MAX_ROUNDS {
-        let read = if round == 0 && store.claims_first() {
+        let read = if round == 0 && claim_first {
             // The contract's order: claim, and read only if the claim lost.
             match store.claim_new(&t.guid, TX_TRNF, msg, channel) {
                 Ok(true) => return send_and_record(store, core, late, channel, &t, msg, 1),
@@ -76,16 +101,30 @@ pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
         } else {
             store.read(&t.guid)
         };
-        let claimed = match read {
+        let row = match read {
             Err(e) => return ledger_error("read", &e),
-            Ok(None) => store
+            Ok(row) => row,
+        };
+        if let Some(row) = &row
+            && let Some(answer) = answer_from_row(row, channel, msg)
+        {
+            return answer;
+        }
+        // No row (a new GUID), or a FAILED one (its earlier send provably never left): it
+        // may go now if we win the claim, and, recovering, only once the core has said that
+        // it never booked the GUID (a ledger put back may have forgotten that it did).
+        if recovering {
+            match recovery::before_claim(store, core, channel, &t, msg, row.as_ref()) {
+                Before::Claim => {}
+                Before::Answered(answer) => return answer,
+                Before::Lost => continue,
+            }
+        }
+        let claimed = match row {
+            None => store
                 .claim_new(&t.guid, TX_TRNF, msg, channel)
                 .map(|won| won.then_some(1)),
-            Ok(Some(row)) => match answer_from_row(&row, channel, msg) {
-                Some(answer) => return answer,
-                // FAILED: the earlier send provably never left, so it may go now, if we win it.
-                None => store.reclaim_failed(&t.guid, msg, channel),
-            },
+            Some(_) => store.reclaim_failed(&t.guid, msg, channel),
         };
         match claimed {
             Ok(Some(attempt)) => {

@@ -1,10 +1,13 @@
 //! `inspect`: the operator's tool. Without a command, or with `summary`, `list` and `show`, a
 //! read-only look at the ledger, so that an operator (or the demo) needs no sqlite3 or psql
-//! shell and cannot change a row by mistake. `settle` is the one command that writes: an
+//! shell and cannot change a row by mistake. `settle` is the one command that writes a row: an
 //! operator's settlement of one GUID in doubt, with evidence from outside the relay, as one
-//! guarded statement whose history names the operator and the reason.
+//! guarded statement whose history names the operator and the reason. `recovery --begin` and
+//! `--end` write the ledger's recovery mark (contract §11), and the event saying who did.
 
 mod duration;
+mod recovery;
+mod recovery_journal;
 mod settle;
 mod view;
 
@@ -24,7 +27,7 @@ const DEFAULT_LIMIT: u64 = 50;
 /// The operator's tool: without a command, lists ledger rows (a page of 50, oldest change
 /// first; or one GUID), the count of rows per state, and the GUIDs resolve has stopped
 /// asking about (needs operator).
-/// Read-only, except `settle`.
+/// Read-only, except `settle` and `recovery --begin`/`--end`.
 #[derive(Parser, Debug)]
 #[command(version = cli::VERSION, about)]
 struct Args {
@@ -76,6 +79,11 @@ enum Command {
     /// SENT unchanged for 60 s (--not-booked: either only once unchanged for 60 s). One
     /// guarded statement; the history names the operator and the reason.
     Settle(Box<SettleArgs>),
+    /// Whether the ledger is recovering (put back to an earlier state: the relay and reprocess
+    /// then ask the core before claiming a GUID it may have forgotten), since when, and the
+    /// ledger's last events; --begin --since T marks it so, --end ends it, each recorded with
+    /// who did it.
+    Recovery(recovery::RecoveryArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -245,6 +253,10 @@ fn main() -> ExitCode {
         Some(Command::Settle(s)) => {
             let order = settle::Order::from_args(*s);
             cli::main("inspect", || settle::settle(&db, args.json, order))
+        }
+        Some(Command::Recovery(r)) => {
+            let order = recovery::Order::from_args(r);
+            cli::main("inspect", || recovery::recovery(&db, args.json, order))
         }
     }
 }

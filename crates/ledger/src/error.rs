@@ -17,6 +17,12 @@ pub enum LedgerError {
     NotAPath(String),
     /// `--db` cannot name a ledger file: empty, a directory, or in a missing directory.
     BadPath { path: PathBuf, why: String },
+    /// The SQLite ledger's lock (`sqlite::lock`) was not taken: a backup or restore is
+    /// replacing the file, the file has several names, a dangling symlink, the lock file.
+    Lock(Box<crate::sqlite::lock::LockError>),
+    /// The ledger, a companion file or a folder on the way exists but this process's user
+    /// may not use it (`sqlite::access`): said as such, never as "does not exist".
+    Denied(Box<crate::sqlite::access::Denied>),
     /// A pragma the durability of claims depends on did not take effect.
     Pragma {
         path: PathBuf,
@@ -52,6 +58,11 @@ pub enum LedgerError {
         to: String,
         at: String,
     },
+    /// The file is a sealed backup copy (contract §11) put where a ledger was expected:
+    /// written to, it would serve a ledger that has forgotten every claim since the snapshot.
+    BackupCopy { path: PathBuf, snapshot_at: String },
+    /// An instant given to the ledger is not RFC 3339 with an offset.
+    BadInstant(String),
     /// The ledger's schema is newer than this build knows (`ledger`: a path, or a URL with
     /// its password masked): a later version wrote it, and this one might misread it or undo
     /// what it relies on.
@@ -90,6 +101,8 @@ impl fmt::Display for LedgerError {
                     path.display().to_string()
                 )
             }
+            LedgerError::Lock(e) => e.fmt(f),
+            LedgerError::Denied(d) => d.fmt(f),
             LedgerError::Sql(e) => write!(f, "ledger statement failed: {e}"),
             LedgerError::Writer(msg) => write!(f, "ledger write failed: {msg}"),
             LedgerError::PoolExhausted => f.write_str("no ledger connection became free in time"),
@@ -119,6 +132,18 @@ impl fmt::Display for LedgerError {
                 f,
                 "ledger {} was moved to {to} by migrate at {at} UTC; use --db with that \
                  ledger (this file is kept for the record only)",
+                path.display()
+            ),
+            LedgerError::BadInstant(s) => write!(
+                f,
+                "{s:?} is not an instant in RFC 3339 with an offset (2026-12-06T09:30:00Z)"
+            ),
+            LedgerError::BackupCopy { path, snapshot_at } => write!(
+                f,
+                "ledger {} is a backup copy (snapshot_at={snapshot_at}) put in place without \
+                 restore: serving it would forget every claim since the snapshot and book their \
+                 resends again; put it back with `restore --from BACKUP --db {}` instead",
+                path.display(),
                 path.display()
             ),
             LedgerError::NewerSchema {

@@ -12,6 +12,7 @@ pub mod observe;
 pub mod page;
 pub mod postgres;
 pub mod reconcile;
+pub mod recovery;
 pub mod sqlite;
 pub mod state;
 pub mod store;

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::error::{LedgerError, Result};
 use crate::page::{Counted, Cursor, Page, PageQuery, page_of};
+use crate::recovery::{Booked, LedgerEvent, Recovery};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 
 /// The GUID of `/healthz`'s probe row: spaces and a slash, so no channel can ever send it
@@ -207,6 +208,20 @@ pub trait Store: Send + Sync {
     fn health_round_trip(&self) -> Result<()>;
     /// The durability settings of every connection this store writes or reads with.
     fn durability(&self) -> Result<Vec<Durability>>;
+    /// The recovery mark (contract §11), if the ledger is recovering.
+    fn recovery(&self) -> Result<Option<Recovery>>;
+    /// Marks the ledger recovering since `since` (RFC 3339 UTC; an older mark's `since` is
+    /// kept), recording `who` and `detail` in the ledger's events; the mark as it now is.
+    fn begin_recovery(&self, since: &str, who: &str, detail: &str) -> Result<Recovery>;
+    /// Ends recovery, recorded in the ledger's events; the mark ended, if there was one.
+    fn end_recovery(&self, who: &str, detail: &str) -> Result<Option<Recovery>>;
+    /// Writes a booking the core reports as a DONE/`0000` row iff the GUID has no row (one
+    /// `INSERT … ON CONFLICT DO NOTHING`); true iff it did.
+    fn record_booked(&self, b: &Booked) -> Result<bool>;
+    /// Adds an event to the history of the ledger as a whole (`who` did `event`: `detail`).
+    fn record_ledger_event(&self, who: &str, event: &str, detail: &str) -> Result<()>;
+    /// The newest `limit` events of the ledger as a whole, oldest first.
+    fn ledger_events(&self, limit: u64) -> Result<Vec<LedgerEvent>>;
     /// Whether the relay should try the claim before reading the row: cheaper where a write
     /// that finds its row costs nothing (PostgreSQL), dearer where every write queues for
     /// one lock (SQLite).

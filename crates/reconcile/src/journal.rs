@@ -262,6 +262,30 @@ impl Journal {
     }
 }
 
+/// Every booking of the journals `files`, read in full (a bad one refused, naming its file and
+/// line, before anything is returned), as `restore --journal` and `inspect recovery --journal`
+/// enter them into a recovering ledger.
+pub fn read_bookings(
+    files: &[PathBuf],
+) -> Result<Vec<ledger::recovery::journal::JournalBooking>, JournalError> {
+    let mut bookings = Vec::new();
+    for file in files {
+        let j = read(file)?;
+        let source = file.display().to_string();
+        for i in 0..j.len() {
+            let b = j.booking(i);
+            bookings.push(ledger::recovery::journal::JournalBooking {
+                guid: j.guid(i).to_string(),
+                core_ref: b.core_ref.to_string(),
+                amount: b.amount,
+                booked_at: crate::time::format_rfc3339(b.booked_at),
+                source: source.clone(),
+            });
+        }
+    }
+    Ok(bookings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,6 +37,7 @@ sqlite_only! {
             "inspect",
             "migrate",
             "backup",
+            "restore",
         ] {
             let run = Run::new(tool, &["--version"]);
             run.expect_code(0);

@@ -2,7 +2,8 @@
 //! assertions on exact reply bytes, ledger rows and the core's per-GUID booking counts; and
 //! its admin port, metrics and log formats (`metrics`), and the admin port under slow
 //! clients and a ledger whose claims fail (`admin_port`); what every tool's `--version` says
-//! (`build_info`); TLS to the core (`tls`) and on the channel listener (`tls_channel`).
+//! (`build_info`); TLS to the core (`tls`) and on the channel listener (`tls_channel`);
+//! recovery mode, a ledger put back to an earlier state (`recovery`).
 
 mod admin_port;
 pub(crate) mod build_info;
@@ -21,6 +22,7 @@ mod limits;
 pub(crate) mod metrics;
 mod notify;
 mod reasons;
+mod recovery;
 mod replies;
 mod start;
 pub(crate) mod tls;

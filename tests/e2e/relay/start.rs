@@ -8,18 +8,8 @@ use crate::util::*;
 /// The schema version this build writes, per backend.
 fn known_version(db: &TempLedger) -> i64 {
     match db.backend() {
-        Backend::Sqlite => 7,
-        Backend::Postgres => 4,
-    }
-}
-
-/// Asserts that `r` failed with exit 1 and one line on stderr holding every one of `want`.
-fn one_line_refusal(r: &Run, want: &[&str]) {
-    r.expect_code(EXIT_FATAL);
-    assert_eq!(r.stdout(), "", "nothing on stdout (no `listening on`)");
-    assert_eq!(r.stderr().lines().count(), 1, "one line: {}", r.stderr());
-    for w in want {
-        assert!(r.stderr().contains(w), "{w:?} in {}", r.stderr());
+        Backend::Sqlite => 8,
+        Backend::Postgres => 5,
     }
 }
 

@@ -6,6 +6,7 @@ use serde_json::Value;
 use testkit::TempLedger;
 use wire::{self, E_NOT_SENT, OK};
 
+use super::EXIT_FATAL;
 use super::coresim::Core;
 use super::messages::{booked_reply, guid_of, short};
 use super::process::Run;
@@ -159,4 +160,16 @@ pub fn assert_stdout_for_failure(r: &Run, json: bool, exit: u8) {
     let v: serde_json::Value = serde_json::from_str(r.stdout()).expect("one JSON object");
     assert_eq!(v["exit"], exit, "{v}");
     assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+}
+
+/// Asserts that `r` failed with exit 1, nothing on stdout (no `listening on`) and one line on
+/// stderr holding every one of `want`.
+#[track_caller]
+pub fn one_line_refusal(r: &Run, want: &[&str]) {
+    r.expect_code(EXIT_FATAL);
+    assert_eq!(r.stdout(), "", "nothing on stdout (no `listening on`)");
+    assert_eq!(r.stderr().lines().count(), 1, "one line: {}", r.stderr());
+    for w in want {
+        assert!(r.stderr().contains(w), "{w:?} in {}", r.stderr());
+    }
 }

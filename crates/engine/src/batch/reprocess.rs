@@ -1,4 +1,5 @@
-//! `reprocess`: resends only what the ledger proves was never sent, with the same GUID.
+//! `reprocess`: resends only what the ledger proves was never sent, with the same GUID. While
+//! the ledger is recovering (contract §11) it asks the core before each re-claim first.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,6 +9,7 @@ use serde::Serialize;
 
 use super::canary::{Canary, CanaryFailure, canary};
 use super::{in_parallel, stored_transfer};
+use crate::recovery::{self, Resend};
 use crate::transfer::send_and_record;
 use core_client::{CoreClient, Inquiry};
 use ledger::error::LedgerError;
@@ -18,14 +20,23 @@ use ledger::store::Store;
 pub struct ReprocessSummary {
     pub examined: usize,
     pub sent: usize,
+    /// Rows left DONE: sent and booked or rejected, or (recovery mode) settled from the
+    /// core's booking without a send (`recovered`).
     pub done: usize,
+    /// Recovery mode: FAILED rows the core had booked, settled DONE/`0000` from its inquiry
+    /// and not sent; counted in `done` too.
+    pub recovered: usize,
+    /// Recovery mode: FAILED rows left as they were, not sent, because the core's inquiry
+    /// failed or found the GUID booked for another amount; counted in `skipped` too.
+    pub recovery_left: usize,
     /// Not sent again (the core is still unreachable): the run stops at the first one.
     pub failed: usize,
     pub unknown: usize,
     /// Not tried because the core was found unreachable before the run claimed anything, or
     /// earlier in this run.
     pub not_tried: usize,
-    /// Rows without a usable stored request, or whose claim or result could not be written.
+    /// Rows without a usable stored request, or whose claim or result could not be written,
+    /// or that recovery mode left (`recovery_left`).
     pub skipped: usize,
     /// Rows another writer claimed first.
     pub raced: usize,
@@ -100,6 +111,11 @@ fn core_unreachable(
 /// "not tried". Before any claim the core must answer (`core_unreachable`); while it does
 /// not, no row is claimed, one warning says why, and every row is "not tried". A core that
 /// does not know the ledger's newest booking fails the run (`ReprocessError::WrongCore`).
+///
+/// While the ledger is recovering (its mark read once, at the start of the run), every row is
+/// asked about at the core before its re-claim (`recovery::before_resend`): one the core had
+/// booked is settled DONE/`0000` from its answer instead of being sent again; only the core's
+/// JSON 404 lets the resend go on.
 pub fn reprocess(
     ledger: &dyn Store,
     core: &CoreClient,
@@ -108,6 +124,7 @@ pub fn reprocess(
     parallel: usize,
 ) -> Result<ReprocessSummary, ReprocessError> {
     let rows = ledger.select_resendable(max_attempts, limit)?;
+    let recovering = ledger.recovery()?.is_some();
     if let Some(why) = core_unreachable(ledger, core, &rows)? {
         warn!("{why}; no row claimed");
         let mut unsettled: Vec<String> = rows.iter().map(|r| r.guid.clone()).collect();
@@ -120,7 +137,7 @@ pub fn reprocess(
         });
     }
     let core_down = AtomicBool::new(false);
-    let resend = |row: &Row| resend(ledger, core, max_attempts, &core_down, row);
+    let resend = |row: &Row| resend(ledger, core, max_attempts, recovering, &core_down, row);
     // One at a time until a row has been sent: a core that is down then costs one attempt,
     // not `parallel` of them. Then the rest, `parallel` at once.
     let mut outcomes = Vec::with_capacity(rows.len());
@@ -149,6 +166,16 @@ pub fn reprocess(
                 sum.raced += 1;
                 true
             }
+            Resent::Recovered => {
+                sum.recovered += 1;
+                sum.done += 1;
+                true
+            }
+            Resent::RecoveryLeft => {
+                sum.recovery_left += 1;
+                sum.skipped += 1;
+                false
+            }
             Resent::Sent(state) => {
                 sum.sent += 1;
                 match state {
@@ -176,6 +203,10 @@ enum Resent {
     Skipped,
     /// Another writer claimed it first.
     Raced,
+    /// Recovery mode: the core had booked it; settled DONE from its inquiry, not sent.
+    Recovered,
+    /// Recovery mode: the inquiry did not let it be sent; left FAILED.
+    RecoveryLeft,
     /// Claimed and sent; the state its result left the row in.
     Sent(Option<State>),
 }
@@ -184,6 +215,7 @@ fn resend(
     ledger: &dyn Store,
     core: &CoreClient,
     max_attempts: i64,
+    recovering: bool,
     core_down: &AtomicBool,
     row: &Row,
 ) -> Resent {
@@ -197,6 +229,14 @@ fn resend(
             return Resent::Skipped;
         }
     };
+    if recovering {
+        match recovery::before_resend(ledger, core, row, &t, req) {
+            Resend::Go => {}
+            Resend::Settled => return Resent::Recovered,
+            Resend::Raced => return Resent::Raced,
+            Resend::Left => return Resent::RecoveryLeft,
+        }
+    }
     // Checked again right before the claim: no claim after the core was found unreachable.
     if core_down.load(Ordering::SeqCst) {
         return Resent::NotTried;

@@ -184,10 +184,11 @@ fn post(ctx: &Ctx<'_>, head: &Head, body: &[u8], started: Instant) -> Answer {
         }
     };
     let shared = ctx.shared;
-    let handled = transfer::handle(
+    let handled = transfer::handle_in(
         shared.store.as_ref(),
         &shared.core,
         shared.late.as_ref(),
+        shared.recovery.mode(),
         ctx.channel,
         &msg,
     );

@@ -3,6 +3,7 @@
 //! results that find their row moved by another writer during the call.
 
 mod channels;
+mod recovery;
 mod scripted;
 
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,6 @@
-//! A core that answers from a script, and what the tests build their requests and replies
-//! from: a SQLite ledger in a temporary directory, the request of a GUID, its replies as
-//! exact bytes.
+//! A core that answers from a script (its POSTs and, in recovery mode, its inquiries), and
+//! what the tests build their requests and replies from: a SQLite ledger in a temporary
+//! directory, the request of a GUID, its replies as exact bytes.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -8,7 +8,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use core_client::Outcome;
+use core_client::{InquiryDetail, Outcome};
 use engine::core::{Core, PendingAnswer};
 use engine::late::LateReplies;
 use ledger::sqlite::Ledger;
@@ -52,10 +52,16 @@ impl Call {
     }
 }
 
-/// The scripted core: each POST takes the next call of the script; one more is a test bug.
+/// An inquiry's answer, and what happens while it is in flight.
+type Answer = (InquiryDetail, Option<Box<dyn FnOnce() + Send>>);
+
+/// The scripted core: each POST takes the next call of the script, each inquiry the next
+/// answer of its own script; one more of either is a test bug.
 pub struct Scripted {
     calls: Mutex<VecDeque<Call>>,
     posted: Mutex<Vec<String>>,
+    answers: Mutex<VecDeque<Answer>>,
+    asked: Mutex<Vec<String>>,
 }
 
 impl Scripted {
@@ -63,7 +69,35 @@ impl Scripted {
         Scripted {
             calls: Mutex::new(calls.into_iter().collect()),
             posted: Mutex::default(),
+            answers: Mutex::default(),
+            asked: Mutex::default(),
         }
+    }
+
+    /// The answers of the inquiries, in order.
+    pub fn inquiries(self, answers: impl IntoIterator<Item = InquiryDetail>) -> Scripted {
+        let answers = answers.into_iter().map(|a| (a, None));
+        self.answers.lock().unwrap().extend(answers);
+        self
+    }
+
+    /// One more inquiry answer, with `f` run while the inquiry is in flight.
+    pub fn inquiry_during(
+        self,
+        answer: InquiryDetail,
+        f: impl FnOnce() + Send + 'static,
+    ) -> Scripted {
+        let during: Box<dyn FnOnce() + Send> = Box::new(f);
+        self.answers
+            .lock()
+            .unwrap()
+            .push_back((answer, Some(during)));
+        self
+    }
+
+    /// The GUIDs asked about so far, in order.
+    pub fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
     }
 
     /// Adds calls to the end of the script.
@@ -108,6 +142,16 @@ impl Core for Scripted {
             }) as Box<dyn PendingAnswer>
         });
         (call.outcome, pending)
+    }
+
+    fn inquire_detail(&self, t: &Transfer) -> InquiryDetail {
+        self.asked.lock().unwrap().push(t.guid.clone());
+        let answer = self.answers.lock().unwrap().pop_front();
+        let (answer, during) = answer.unwrap_or_else(|| panic!("an unscripted inquiry: {t:?}"));
+        if let Some(f) = during {
+            f();
+        }
+        answer
     }
 }
 

@@ -10,6 +10,7 @@ mod page;
 mod pool;
 mod reclaims;
 mod reconcile;
+mod recovery;
 mod results;
 mod schema;
 mod sql;

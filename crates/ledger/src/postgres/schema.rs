@@ -15,8 +15,9 @@ pub const SCHEMA_LOCK: i64 = 0x7478_7265_6c61_7900; // "txrelay"
 /// seen (the tools apply the schema only when it says less). 2: `TRUNCATE tx` refused; 3:
 /// `tx.channel` and `tx_history.channel` (contract §8), recorded by the history trigger; 4:
 /// the history written by statement-level triggers with transition tables (one `INSERT …
-/// SELECT` per statement, however many rows it changed) in place of the row trigger.
-pub(super) const SCHEMA_VERSION: i32 = 4;
+/// SELECT` per statement, however many rows it changed) in place of the row trigger; 5:
+/// `ledger_recovery` and `ledger_events` (contract §11).
+pub(super) const SCHEMA_VERSION: i32 = 5;
 
 /// The schema version a ledger records (0: none yet).
 pub(super) fn schema_version(

@@ -5,6 +5,7 @@ use super::sql::*;
 use super::{PgStore, attempts, int, limit, params, record};
 use crate::error::Result;
 use crate::page::{Counted, Cursor};
+use crate::recovery::{Booked, LedgerEvent, Recovery};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{
     Durability, INQUIRY_BACKOFF_MAX_DOUBLINGS, InquiryRecord, Store, backoff_base_secs,
@@ -292,5 +293,29 @@ impl Store for PgStore {
     /// The setting of every connection the pool may hold (opened at once if need be).
     fn durability(&self) -> Result<Vec<Durability>> {
         self.pool.durability_of_all()
+    }
+
+    fn recovery(&self) -> Result<Option<Recovery>> {
+        self.recovery_mark()
+    }
+
+    fn begin_recovery(&self, since: &str, who: &str, detail: &str) -> Result<Recovery> {
+        self.begin_recovery_mark(since, who, detail)
+    }
+
+    fn end_recovery(&self, who: &str, detail: &str) -> Result<Option<Recovery>> {
+        self.end_recovery_mark(who, detail)
+    }
+
+    fn record_booked(&self, b: &Booked) -> Result<bool> {
+        self.write_booked(b)
+    }
+
+    fn record_ledger_event(&self, who: &str, event: &str, detail: &str) -> Result<()> {
+        self.write_event(who, event, detail)
+    }
+
+    fn ledger_events(&self, limit: u64) -> Result<Vec<LedgerEvent>> {
+        self.events(limit)
     }
 }

@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
+use super::access::{self, Denied};
+use super::lock::{LedgerLock, LockError};
 use super::{BUSY_TIMEOUT, plain_path};
 
 /// What a finished backup holds, as read back from the copy.
@@ -33,6 +35,9 @@ pub struct Backup {
     pub rows: BTreeMap<String, u64>,
     /// The copy's size.
     pub bytes: u64,
+    /// The instant the snapshot was taken (RFC 3339, UTC, to the second, rounded down), as
+    /// sealed in the copy (`backup_seal`).
+    pub snapshot_at: String,
 }
 
 impl Backup {
@@ -54,8 +59,15 @@ pub enum BackupError {
     NotALedger(PathBuf),
     /// The target exists, and replacing it was not asked for.
     Exists(PathBuf),
+    /// The target has a `-wal` or `-shm` beside it: a ledger, which only `restore` replaces.
+    TargetIsALedger(PathBuf),
     /// The target is the ledger itself, or one of its -wal, -shm or -journal files.
     IsTheLedger(PathBuf),
+    /// The target's lock (`lock`) was not had: a ledger in use (a relay or tool holds it),
+    /// or the lock file could not be used.
+    TargetLock(LockError),
+    /// The ledger is there but this process's user may not read it (or reach it).
+    Denied(Box<Denied>),
     /// A file operation failed.
     Io {
         what: &'static str,
@@ -90,6 +102,14 @@ impl fmt::Display for BackupError {
                 "{} exists; give --force to replace it (or another --to)",
                 p.display()
             ),
+            BackupError::TargetIsALedger(p) => write!(
+                f,
+                "{} is a ledger (it has a -wal or -shm beside it), not a backup: a backup \
+                 copied over a ledger forgets every claim since its snapshot; put a backup in \
+                 place with `restore --from BACKUP --db {}`",
+                p.display(),
+                p.display()
+            ),
             BackupError::IsTheLedger(p) => {
                 write!(
                     f,
@@ -97,6 +117,13 @@ impl fmt::Display for BackupError {
                     p.display()
                 )
             }
+            BackupError::TargetLock(e @ LockError::Held { .. }) => write!(
+                f,
+                "not replacing --to: {e}; a backup never replaces a ledger in use, even with \
+                 --force (nothing written)"
+            ),
+            BackupError::TargetLock(e) => write!(f, "cannot lock --to: {e}"),
+            BackupError::Denied(d) => d.fmt(f),
             BackupError::Io { what, path, source } => {
                 write!(f, "cannot {what} {}: {source}", path.display())
             }
@@ -113,15 +140,30 @@ type Result<T> = std::result::Result<T, BackupError>;
 /// Backs up the ledger at `ledger` into `to`: a snapshot written to `.NAME.tmp-PID` beside
 /// `to` (mode 0600), checked (`integrity_check`, no -wal needed, rows counted), synced and
 /// then moved onto `to` — replacing it only if `replace`, else refusing an existing `to`, even
-/// one that appeared while the copy was made. Never writes the ledger.
+/// one that appeared while the copy was made. Never writes the ledger. A `to` that is a ledger
+/// in use is refused, `replace` or not: `to`'s exclusive lock (`lock`) is held from before
+/// the copy until it is in place, so that no relay or tool starts on the old file meanwhile.
 pub fn backup(ledger: &Path, to: &Path, replace: bool) -> Result<Backup> {
     let ledger =
         plain_path(ledger).map_err(|_| BackupError::NotAPath(ledger.display().to_string()))?;
-    if !ledger.exists() {
-        return Err(BackupError::Missing(ledger.to_path_buf()));
+    match fs::metadata(ledger) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Err(BackupError::NotALedger(ledger.to_path_buf())),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            return Err(access::reach(ledger).map_or_else(
+                || BackupError::Io {
+                    what: "look up",
+                    path: ledger.to_path_buf(),
+                    source: e,
+                },
+                |d| BackupError::Denied(Box::new(d)),
+            ));
+        }
+        Err(_) => return Err(BackupError::Missing(ledger.to_path_buf())),
     }
-    if !ledger.is_file() {
-        return Err(BackupError::NotALedger(ledger.to_path_buf()));
+    // SQLite would say only "unable to open database file".
+    if let Some(denied) = access::readable(ledger) {
+        return Err(BackupError::Denied(Box::new(denied)));
     }
     refuse_ledger_files(ledger, to)?;
     if to.is_dir() {
@@ -131,19 +173,39 @@ pub fn backup(ledger: &Path, to: &Path, replace: bool) -> Result<Backup> {
             source: io::Error::new(io::ErrorKind::IsADirectory, "a directory; name a file"),
         });
     }
+    // Dropped after `temp` (declared later): held over the final rename.
+    let _target = lock_target(to)?;
     if !replace && to.symlink_metadata().is_ok() {
         return Err(BackupError::Exists(to.to_path_buf()));
     }
+    refuse_a_ledger_target(to)?;
     let temp = Temp::create(to)?;
-    snapshot(ledger, &temp.0)?;
-    let rows = check(&temp.0)?;
+    let snapshot_at = snapshot(ledger, &temp.0)?;
+    let rows = check(&temp.0, &snapshot_at)?;
     let bytes = sync(&temp.0)?;
     temp.finish(to, replace)?;
     Ok(Backup {
         to: to.to_path_buf(),
         rows,
         bytes,
+        snapshot_at,
     })
+}
+
+/// Refuses a `--to` with a `-wal` or `-shm` beside it: that is a ledger (one no process holds
+/// right now), not a backup. A snapshot renamed onto it would meet the old ledger's WAL, which
+/// SQLite replays into whatever file has the name (a torn ledger), and the copy would forget
+/// every claim since the snapshot: putting a backup in place is `restore`'s work, which keeps
+/// the ledger it replaces and marks the new one recovering.
+fn refuse_a_ledger_target(to: &Path) -> Result<()> {
+    for suffix in ["-wal", "-shm"] {
+        let mut companion = to.as_os_str().to_owned();
+        companion.push(suffix);
+        if Path::new(&companion).symlink_metadata().is_ok() {
+            return Err(BackupError::TargetIsALedger(to.to_path_buf()));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a target that is the ledger or one of its companion files: moving a snapshot
@@ -187,8 +249,25 @@ fn refuse_ledger_files(ledger: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The snapshot: `VACUUM INTO` the (empty) temporary file, from a read-only connection.
-fn snapshot(ledger: &Path, temp: &Path) -> Result<()> {
+/// `to`'s exclusive lock: refused while a relay or tool uses the file there as a ledger. A
+/// target that is no ledger gets a lock file only for the backup's length (an exclusive
+/// holder removes the lock file it made). None for a folder that is not there (the temporary
+/// file's creation says so) or a symlink to nothing (the rename replaces the link itself).
+fn lock_target(to: &Path) -> Result<Option<LedgerLock>> {
+    let dangling = to.symlink_metadata().is_ok() && fs::metadata(to).is_err();
+    if dangling || !access::folder_of(to).is_dir() {
+        return Ok(None);
+    }
+    LedgerLock::exclusive(to)
+        .map(Some)
+        .map_err(BackupError::TargetLock)
+}
+
+/// The snapshot: `VACUUM INTO` the (empty) temporary file, from a read-only connection; the
+/// instant it was taken. That instant is read just before the snapshot's read transaction
+/// starts, and rounded down: the copy holds everything committed by then (and perhaps a
+/// little more), so a recovery window counted from it can only be too wide, never too narrow.
+fn snapshot(ledger: &Path, temp: &Path) -> Result<String> {
     let sql = |what| move |source| BackupError::Sql { what, source };
     let conn = Connection::open_with_flags(
         ledger,
@@ -212,14 +291,16 @@ fn snapshot(ledger: &Path, temp: &Path) -> Result<()> {
         path: temp.to_path_buf(),
         source: io::Error::new(io::ErrorKind::InvalidInput, "not UTF-8"),
     })?;
+    let snapshot_at = crate::recovery::utc_second(time::OffsetDateTime::now_utc());
     conn.execute("VACUUM INTO ?1", [into])
         .map_err(sql("copy the ledger (VACUUM INTO)"))?;
-    Ok(())
+    Ok(snapshot_at)
 }
 
-/// Checks the copy on its own: `integrity_check` ok, a rollback journal (no -wal to carry
-/// along: a copy left in WAL mode is switched to DELETE), and its rows by state.
-fn check(copy: &Path) -> Result<BTreeMap<String, u64>> {
+/// Seals the copy as a backup taken at `snapshot_at` (`backup_seal`), then checks it on its
+/// own: `integrity_check` ok, a rollback journal (no -wal to carry along: a copy left in WAL
+/// mode is switched to DELETE), and its rows by state.
+fn check(copy: &Path, snapshot_at: &str) -> Result<BTreeMap<String, u64>> {
     let sql = |what| move |source| BackupError::Sql { what, source };
     let conn = Connection::open_with_flags(
         copy,
@@ -239,6 +320,7 @@ fn check(copy: &Path) -> Result<BTreeMap<String, u64>> {
             )));
         }
     }
+    super::backup_seal::seal(&conn, snapshot_at).map_err(sql("seal the copy as a backup"))?;
     let mut stmt = conn
         .prepare("PRAGMA integrity_check")
         .map_err(sql("check the copy"))?;

@@ -117,7 +117,7 @@ fn assert_version_7_history(c: &Connection) {
     let version: i64 = c
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 7);
+    assert_eq!(version, super::SCHEMA_VERSION);
     let decl = history_declaration(c);
     assert!(!decl.to_uppercase().contains("AUTOINCREMENT"), "{decl}");
     assert_eq!(sequence_rows(c), 0, "no sqlite_sequence row for tx_history");

@@ -7,14 +7,19 @@
 //! count says whether it happened. Nothing here reads a row to decide a write: two threads
 //! (or two processes) racing for the same GUID are arbitrated by SQLite, not by us.
 
+pub mod access;
 pub mod backup;
+pub mod backup_seal;
 mod decode;
 mod history_table;
 #[cfg(test)]
 mod history_tests;
+pub mod lock;
 pub(crate) mod moved;
 mod page;
 mod reconcile;
+mod recovery;
+pub mod restore;
 mod sql;
 mod statements;
 mod store;
@@ -42,9 +47,10 @@ pub const SCHEMA: &str = include_str!("../../../../schema.sql");
 /// OR REPLACE`; 6: `tx.channel` and `tx_history.channel` (contract §8), added by `ALTER
 /// TABLE` to older files, and the history triggers that record it; 7: `tx_history` without
 /// `AUTOINCREMENT` (older files get it rebuilt in place, `history_table`) and without the
-/// index on `at` that no query used: the same history, cheaper to write. The schema is
+/// index on `at` that no query used: the same history, cheaper to write; 8: `ledger_recovery`
+/// and `ledger_events` (contract §11), and backup copies sealed (`backup_seal`). The schema is
 /// idempotent: a file at any earlier version gets whatever it lacks.
-const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// How long a statement waits for another writer before giving up (then: E905).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -58,12 +64,15 @@ pub struct Ledger {
     /// The `tx_actor` row naming `who` for a whole group-commit transaction, while one is
     /// open (see [`Ledger::begin_batch`]).
     batch_actor: Cell<Option<i64>>,
+    /// The ledger's shared "use" lock (`lock`) for a read-write connection; declared after
+    /// `conn`, so that it is let go only once the connection has closed.
+    _in_use: Option<lock::LedgerLock>,
 }
 
 impl Ledger {
     /// Opens a ledger that must already exist: for the tools that work on the relay's ledger.
     pub fn open_existing(path: &Path) -> Result<Ledger> {
-        if !check_path(path)?.exists() {
+        if !access::exists(check_path(path)?)? {
             return Err(LedgerError::Missing(path.to_path_buf()));
         }
         Ledger::open(path)
@@ -71,8 +80,12 @@ impl Ledger {
 
     /// Opens an existing ledger read-only, as it is: no pragma, no schema change (`inspect`).
     pub fn open_read_only(path: &Path) -> Result<Ledger> {
-        if !check_path(path)?.exists() {
+        if !access::exists(check_path(path)?)? {
             return Err(LedgerError::Missing(path.to_path_buf()));
+        }
+        // SQLite would say only "unable to open database file".
+        if let Some(denied) = access::readable(path) {
+            return Err(LedgerError::Denied(Box::new(denied)));
         }
         let conn = Connection::open_with_flags(
             path,
@@ -92,17 +105,41 @@ impl Ledger {
             conn,
             who: "inspect".into(),
             batch_actor: Cell::new(None),
+            _in_use: None,
         })
     }
 
     /// Opens (creating if needed) the ledger at `path`, sets and verifies WAL and
-    /// `synchronous=FULL`, and brings the schema up to date.
+    /// `synchronous=FULL`, and brings the schema up to date. Every read-write connection
+    /// holds the ledger's shared "use" lock (`lock`) for its life.
     pub fn open(path: &Path) -> Result<Ledger> {
+        // SQLite says only "unable to open database file" (at the open, or at the first
+        // statement, after falling back to read-only) when the file, its -wal or -shm, or
+        // their folder is not this user's to use: the real cause is looked for (`access`).
+        Ledger::open_unexplained(path).map_err(|e| match e {
+            LedgerError::Open { .. } | LedgerError::Sql(_) | LedgerError::Pragma { .. } => {
+                access::ledger(path).map_or(e, |d| LedgerError::Denied(Box::new(d)))
+            }
+            e => e,
+        })
+    }
+
+    fn open_unexplained(path: &Path) -> Result<Ledger> {
         let open_err = |source| LedgerError::Open {
             path: path.to_path_buf(),
             source,
         };
-        create_private(check_path(path)?);
+        check_path(path)?;
+        // Before SQLite touches the file: refused while a backup or restore replaces it, or
+        // when it has a second name (a hard link) or is a symlink to nothing.
+        let in_use = lock::LedgerLock::shared(path).map_err(|e| match e {
+            // The ledger's own permissions are the likelier cause than its lock file's.
+            lock::LockError::Denied(d) => {
+                LedgerError::Denied(access::ledger(path).map_or(d, Box::new))
+            }
+            e => LedgerError::Lock(Box::new(e)),
+        })?;
+        create_private(path);
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -111,6 +148,9 @@ impl Ledger {
         )
         .map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        // A backup copy put in place by hand is refused before anything is written to it (not
+        // even its journal mode).
+        backup_seal::refuse_if_backup(&conn, path)?;
 
         let mode: String = conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
@@ -141,6 +181,7 @@ impl Ledger {
             conn,
             who: "ledger".into(),
             batch_actor: Cell::new(None),
+            _in_use: Some(in_use),
         })
     }
 
@@ -265,17 +306,22 @@ pub fn check_path(path: &Path) -> Result<&Path> {
         return bad("the path is empty".into());
     }
     plain_path(path)?;
-    if path.is_dir() {
-        return bad("it is a directory, not a ledger file".into());
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return bad("it is a directory, not a ledger file".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(access::not_reached(path, e));
+        }
+        _ => {}
     }
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        return bad(format!("its directory {} does not exist", dir.display()));
+    let dir = access::folder_of(path);
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => Ok(path),
+        Ok(_) => bad(format!("{} is not a directory", dir.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(access::not_reached(&dir, e))
+        }
+        Err(_) => bad(format!("its directory {} does not exist", dir.display())),
     }
-    Ok(path)
 }
 
 /// Creates a new ledger file readable by its owner only: it holds account numbers and

@@ -8,6 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use super::Ledger;
 use crate::error::Result;
 use crate::page::{Counted, Cursor};
+use crate::recovery::{Booked, LedgerEvent, Recovery};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{Durability, InquiryRecord, Store, health_read_back};
 
@@ -114,6 +115,28 @@ impl<H: Hold> Store for H {
     }
     fn purge_chunk(&self, days: u64, limit: usize) -> Result<usize> {
         self.write_with(move |l| l.purge_chunk(days, limit))
+    }
+    fn recovery(&self) -> Result<Option<Recovery>> {
+        self.read_with(|l| l.recovery())
+    }
+    fn begin_recovery(&self, since: &str, who: &str, detail: &str) -> Result<Recovery> {
+        let (since, who, detail) = (since.to_string(), who.to_string(), detail.to_string());
+        self.write_with(move |l| l.begin_recovery(&since, &who, &detail))
+    }
+    fn end_recovery(&self, who: &str, detail: &str) -> Result<Option<Recovery>> {
+        let (who, detail) = (who.to_string(), detail.to_string());
+        self.write_with(move |l| l.end_recovery(&who, &detail))
+    }
+    fn record_booked(&self, b: &Booked) -> Result<bool> {
+        let b = b.clone();
+        self.write_with(move |l| l.record_booked(&b))
+    }
+    fn record_ledger_event(&self, who: &str, event: &str, detail: &str) -> Result<()> {
+        let (who, event, detail) = (who.to_string(), event.to_string(), detail.to_string());
+        self.write_with(move |l| l.record_event(&who, &event, &detail))
+    }
+    fn ledger_events(&self, limit: u64) -> Result<Vec<LedgerEvent>> {
+        self.read_with(|l| l.events(limit))
     }
     fn recent_bookings(&self, limit: usize) -> Result<Vec<Row>> {
         self.read_with(|l| l.recent_bookings(limit))

@@ -9,6 +9,7 @@ mod inquiries;
 mod parallel;
 mod pg_session;
 mod races;
+mod recovery;
 mod transitions;
 
 /// Instantiates each test once per backend: `sqlite::NAME`, `postgres::NAME` and
@@ -70,4 +71,6 @@ for_each_backend!(
     parallel::parallel_reprocess_sends_every_row_once,
     parallel::two_parallel_reprocess_runs_at_once_send_each_row_once,
     parallel::parallel_reprocess_claims_nothing_while_the_core_is_unreachable,
+    recovery::the_recovery_mark_is_begun_kept_at_its_earliest_and_ended,
+    recovery::a_reported_booking_is_written_only_where_the_guid_has_no_row,
 );
