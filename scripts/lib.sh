@@ -130,17 +130,73 @@ mask_url() {
     printf '%s\n' "$out"
 }
 
+# mask_core_url URL: prints a core URL as log lines may show it: one holding an `@`
+# (credentials, user:password@host) with everything from after its scheme to its last `@`
+# shown as `***`, as the tools show it in their refusal; any other unchanged. Any `@` counts:
+# a password holding `/` or `?` ends the URL's authority early.
+mask_core_url() {
+    local url=$1 scheme=''
+    if [[ $url != *@* ]]; then
+        printf '%s\n' "$url"
+        return
+    fi
+    if [[ ${url%@*} == *://* ]]; then
+        scheme="${url%%://*}://"
+    fi
+    printf '%s***@%s\n' "$scheme" "${url##*@}"
+}
+
+# core_without_credentials VAR ARG...: exits with EXIT_CONFIG, before any line shows the
+# URL, if a core URL the tool could be given holds credentials (an `@`): any --core among the
+# ARGs (up to a `--`), VAR (e.g. RESOLVE_CORE), or CORE_URL, which VAR falls back to. ureq
+# would send them as HTTP Basic authentication, and the URL is shown in log lines; the tool
+# refuses them too (exit 2). The message names where the URL came from and shows it masked
+# (mask_core_url), never the password.
+core_without_credentials() {
+    local var=$1 a prev='' what='' url=''
+    shift
+    for a in "$@"; do
+        [[ $a == -- ]] && break
+        if [[ $prev == --core && $a == *@* ]]; then
+            what=--core url=$a
+            break
+        elif [[ $a == --core=*@* ]]; then
+            what=--core url=${a#--core=}
+            break
+        fi
+        prev=$a
+    done
+    if [[ -z $what && ${!var:-} == *@* ]]; then
+        what=$var url=${!var}
+    elif [[ -z $what && ${CORE_URL:-} == *@* ]]; then
+        what="CORE_URL (which $var falls back to)" url=$CORE_URL
+    fi
+    [[ -n $what ]] || return 0
+    die "$EXIT_CONFIG" "$what must not hold credentials ($(mask_core_url "$url")): user:password@ in the core's URL is sent as HTTP Basic authentication and would show wherever the URL is logged; give the URL without them, and have the core authenticate this host by a TLS client certificate (${var}_CERT and ${var}_KEY, or --core-cert and --core-key, over https://)"
+}
+
 # shown_args ARG...: the arguments as one line for a log line, every PostgreSQL URL in them
-# (an argument of its own, or the value of --OPT=URL) masked as mask_url does.
+# (an argument of its own, or the value of --OPT=URL) masked as mask_url does, and every
+# other URL holding credentials (an http:// or https:// argument, or the value of --core)
+# masked as mask_core_url does.
 shown_args() {
-    local a
+    local a prev=''
     local -a out=()
     for a in "$@"; do
+        local shown=$a
         case $a in
-            postgres://* | postgresql://*) a=$(mask_url "$a") ;;
-            --*=postgres://* | --*=postgresql://*) a="${a%%=*}=$(mask_url "${a#*=}")" ;;
+            postgres://* | postgresql://*) shown=$(mask_url "$a") ;;
+            --*=postgres://* | --*=postgresql://*) shown="${a%%=*}=$(mask_url "${a#*=}")" ;;
+            --core=*) shown="--core=$(mask_core_url "${a#--core=}")" ;;
+            http://* | https://*) shown=$(mask_core_url "$a") ;;
+            *)
+                if [[ $prev == --core ]]; then
+                    shown=$(mask_core_url "$a")
+                fi
+                ;;
         esac
-        out+=("$a")
+        out+=("$shown")
+        prev=$a
     done
     printf '%s\n' "${out[*]}"
 }

@@ -7,8 +7,9 @@
 #
 # 1. apt-get install ./txrelay_*.deb (and systemd, for systemd-analyze, if missing);
 # 2. what is where: the tools, wrappers, units, man pages, completions, docs; the
-#    environment files 0640 root:txrelay and conffiles, relay.env naming every RELAY_*
-#    setting of `relay --help`; the txrelay system user; /var/lib/txrelay 0750;
+#    environment files 0640 root:txrelay and conffiles (postinst run again leaves a
+#    symlinked one alone), relay.env naming every RELAY_* setting of `relay --help`; the
+#    txrelay system user; /var/lib/txrelay 0750;
 # 3. `systemd-analyze verify` on every installed unit and timer, and the relay unit's
 #    `systemd-analyze security` exposure (at most 2.0: the documented 1.2 plus a margin);
 # 4. one transfer through the installed binaries, against the workspace's core simulator
@@ -101,6 +102,19 @@ while read -r var; do
 done < <(/opt/txrelay/bin/relay --help | sed -n 's/.*\[env: \(RELAY_[A-Z_]*\).*/\1/p' | sort -u)
 ((${#missing[@]} == 0)) || fail "relay.env does not name ${missing[*]}"
 echo "ok: $(dpkg -L txrelay | wc -l) paths; user txrelay (uid $uid); env files 0640 root:txrelay"
+# postinst again, batch.env a symbolic link: the link is left alone, with one line, and
+# its target keeps its owner and mode (chown/chmod would follow the link).
+mv /etc/txrelay/batch.env "$work/batch.env.kept"
+install -m 0600 /dev/null "$work/linked.env"
+ln -s "$work/linked.env" /etc/txrelay/batch.env
+said=$(/var/lib/dpkg/info/txrelay.postinst configure)
+[[ $(stat -c '%a %U:%G' "$work/linked.env") == "600 root:root" ]] ||
+    fail "postinst changed a symlinked batch.env's target to $(stat -c '%a %U:%G' "$work/linked.env")"
+grep -q '/etc/txrelay/batch.env is a symbolic link: left alone' <<<"$said" ||
+    fail "postinst did not say it left the symlinked batch.env alone: $said"
+rm /etc/txrelay/batch.env
+mv "$work/batch.env.kept" /etc/txrelay/batch.env
+echo "ok: postinst leaves a symlinked env file alone: $said"
 
 step "systemd-analyze verify (units and timers)"
 # The man pages are found through PATH (/etc/profile.d/txrelay.sh), as in a login shell;

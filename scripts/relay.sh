@@ -66,6 +66,8 @@ fi
 RELAY_DB=${RELAY_DB:-${LEDGER_DB:-}}
 [[ -n $RELAY_DB ]] || die "$EXIT_CONFIG" "RELAY_DB is not set: the path of the SQLite ledger is required (see $SELF --help)"
 RELAY_LISTEN=${RELAY_LISTEN:-127.0.0.1:9200}
+# Before the URL is shown anywhere: credentials in it are refused, not logged.
+core_without_credentials RELAY_CORE "$@"
 RELAY_CORE=${RELAY_CORE:-${CORE_URL:-http://127.0.0.1:9201}}
 RELAY_CONNECT_TIMEOUT_MS=${RELAY_CONNECT_TIMEOUT_MS:-1000}
 RELAY_READ_TIMEOUT_MS=${RELAY_READ_TIMEOUT_MS:-5000}
@@ -83,7 +85,7 @@ if [[ $RELAY_LISTEN != *:* ]]; then
     die "$EXIT_CONFIG" "RELAY_LISTEN must be HOST:PORT, got '$RELAY_LISTEN'"
 fi
 if [[ $RELAY_CORE != http://* && $RELAY_CORE != https://* ]]; then
-    die "$EXIT_CONFIG" "RELAY_CORE must be an http:// or https:// URL, got '$RELAY_CORE'"
+    die "$EXIT_CONFIG" "RELAY_CORE must be an http:// or https:// URL, got '$(mask_core_url "$RELAY_CORE")'"
 fi
 pass_through RELAY_CORE_CA RELAY_CORE_CERT RELAY_CORE_KEY
 export RELAY_DB RELAY_LISTEN RELAY_CORE RELAY_CONNECT_TIMEOUT_MS RELAY_READ_TIMEOUT_MS \
@@ -92,5 +94,5 @@ export RELAY_DB RELAY_LISTEN RELAY_CORE RELAY_CONNECT_TIMEOUT_MS RELAY_READ_TIME
 export RUST_LOG=${RUST_LOG:-info}
 
 BIN=$(need_bin relay)
-log "exec $BIN: db $(mask_url "$RELAY_DB"), listen $RELAY_LISTEN, core $RELAY_CORE, connect-timeout ${RELAY_CONNECT_TIMEOUT_MS}ms, read-timeout ${RELAY_READ_TIMEOUT_MS}ms, frame-timeout ${RELAY_FRAME_TIMEOUT_MS}ms, idle-timeout ${RELAY_IDLE_TIMEOUT_SECS}s, max-connections $RELAY_MAX_CONNECTIONS, max-connections-per-peer $RELAY_MAX_CONNECTIONS_PER_PEER${RELAY_CORE_CA:+, core-ca $RELAY_CORE_CA}${RELAY_CORE_CERT:+, core-cert $RELAY_CORE_CERT}, RUST_LOG=$RUST_LOG${*:+, args: $(shown_args "$@")}"
+log "exec $BIN: db $(mask_url "$RELAY_DB"), listen $RELAY_LISTEN, core $(mask_core_url "$RELAY_CORE"), connect-timeout ${RELAY_CONNECT_TIMEOUT_MS}ms, read-timeout ${RELAY_READ_TIMEOUT_MS}ms, frame-timeout ${RELAY_FRAME_TIMEOUT_MS}ms, idle-timeout ${RELAY_IDLE_TIMEOUT_SECS}s, max-connections $RELAY_MAX_CONNECTIONS, max-connections-per-peer $RELAY_MAX_CONNECTIONS_PER_PEER${RELAY_CORE_CA:+, core-ca $RELAY_CORE_CA}${RELAY_CORE_CERT:+, core-cert $RELAY_CORE_CERT}, RUST_LOG=$RUST_LOG${*:+, args: $(shown_args "$@")}"
 exec "$BIN" "$@"

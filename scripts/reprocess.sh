@@ -32,6 +32,8 @@ if wants_help "$@"; then
 fi
 
 batch_settings reprocess "$@"
+# Before the URL is shown anywhere: credentials in it are refused, not logged.
+core_without_credentials REPROCESS_CORE "$@"
 tool_setting REPROCESS_CORE CORE_URL http://127.0.0.1:9201
 REPROCESS_MAX_ATTEMPTS=${REPROCESS_MAX_ATTEMPTS:-3}
 REPROCESS_LIMIT=${REPROCESS_LIMIT:-}

@@ -49,6 +49,8 @@ fi
 unset RESOLVE_STALE_SENT
 
 batch_settings resolve "$@"
+# Before the URL is shown anywhere: credentials in it are refused, not logged.
+core_without_credentials RESOLVE_CORE "$@"
 tool_setting RESOLVE_CORE CORE_URL http://127.0.0.1:9201
 RESOLVE_MIN_AGE=${RESOLVE_MIN_AGE:-300}
 require_int RESOLVE_MIN_AGE "$RESOLVE_MIN_AGE" 0

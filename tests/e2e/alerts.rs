@@ -20,6 +20,7 @@ const ALERTS: &[&str] = &[
     "TxrelayFailedAtAttemptCap",
     "TxrelayPossibleDoubleBooking",
     "TxrelayChannelCertificateExpiring",
+    "TxrelayClientCrlStale",
     "TxrelayLedgerNotSampled",
     "TxrelayCoreUnreachable",
 ];
@@ -33,6 +34,7 @@ const RUNBOOKS: &[&str] = &[
     "disk-full",
     "possible-double-booking",
     "certificate-expiring",
+    "client-crl-stale",
 ];
 
 fn alerts_dir() -> PathBuf {
@@ -192,11 +194,16 @@ fn exported_metrics() -> BTreeSet<String> {
     names.extend(sample_names(&scrape_of(&[], true)));
     let pki = testkit::pki::Pki::new("alerts CA");
     let server = pki.server(&["127.0.0.1"]);
+    let crl = pki.crl(&[]);
     let tls = [
         "--tls-cert",
         server.cert.to_str().unwrap(),
         "--tls-key",
         server.key.to_str().unwrap(),
+        "--client-ca",
+        pki.ca().to_str().unwrap(),
+        "--client-crl",
+        crl.to_str().unwrap(),
     ];
     names.extend(sample_names(&scrape_of(&tls, false)));
     let file = s.db.dir().join("purge.prom");

@@ -36,6 +36,28 @@ pub fn print_failure(tool: &str, error: &str, exit: u8) {
     let _ = writeln!(out, "{v}").and_then(|()| out.flush());
 }
 
+/// What a run that builds its `--json` object by hand prints on stdout: `v` with the `tool`
+/// and `exit_code` every tool's object carries (as `print_report` adds them), so that a
+/// script reads any tool's answer alike. Returns `exit`.
+pub fn print_object(tool: &str, mut v: serde_json::Value, exit: u8) -> u8 {
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("tool".into(), tool.into());
+        obj.insert("exit_code".into(), exit.into());
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{v}").and_then(|()| out.flush());
+    exit
+}
+
+/// A run that ends without doing its work, for a reason it found itself (not an error the run
+/// returned): one line on stderr and, with `--json`, the failure object on stdout, so that a
+/// script reading stdout gets one object on this path too. Returns `exit`, the run's code.
+pub fn refuse_run(tool: &str, message: &str, exit: u8) -> u8 {
+    crate::stderr_line(tool, log::Level::Error, message);
+    print_failure(tool, message, exit);
+    exit
+}
+
 /// Exits with a usage error (exit 2, clap's text on stderr); with `--json`, the failure
 /// object on stdout first. `--help` and `--version` (exit 0) print as they always do.
 pub fn usage_exit(e: clap::Error, tool: &str) -> ! {

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 #[cfg(feature = "tools")]
 use std::time::Instant;
 
-pub use failure::{json_failures, print_failure, usage_exit};
+pub use failure::{json_failures, print_failure, print_object, refuse_run, usage_exit};
 #[cfg(feature = "tools")]
 pub use flags::{Core, JsonFlag};
 pub use generate::{GENERATE_ENV, generate_if_asked, write_all as write_docs};

@@ -10,12 +10,21 @@
 //!
 //! Lines a tool writes itself rather than through `log` (a warning before the run, the
 //! one-line fatal error) go through `stderr_line`, which follows the same format.
+//!
+//! In both formats the message, every key and every value are escaped (`escape`): a
+//! newline, a carriage return, ESC and the other controls never reach stderr raw, but as
+//! `\n`, `\r`, `\u{1b}`…, so that no value, a peer's among them, can start a line of its
+//! own. In JSON the escaped text is then JSON-encoded: a consumer that decodes a line and
+//! prints its message (`jq -r`) sees the same visible escapes as the text format shows.
+
+mod escape;
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::sync::OnceLock;
 
 use env_logger::fmt::Formatter;
+use escape::{Escaping, escape};
 use log::kv::{self, Key, Value, VisitSource};
 use log::{Level, Record};
 use time::OffsetDateTime;
@@ -51,23 +60,27 @@ pub fn init(fmt: LogFormat) {
 
 fn write_text(buf: &mut Formatter, record: &Record<'_>) -> io::Result<()> {
     let style = buf.default_level_style(record.level());
-    write!(
+    let text = text_after_header(record).map_err(io::Error::other)?;
+    writeln!(
         buf,
-        "[{} {style}{:<5}{style:#} {}] {}",
+        "[{} {style}{:<5}{style:#} {}] {text}",
         buf.timestamp_millis(),
         record.level(),
-        record.target(),
-        record.args()
-    )?;
+        escape(record.target()),
+    )
+}
+
+/// What a text line has after its `[timestamp LEVEL target] ` header: the message, then
+/// ` key=value` per field, all escaped.
+fn text_after_header(record: &Record<'_>) -> Result<String, kv::Error> {
+    let mut message = String::new();
+    let _ = write!(Escaping(&mut message), "{}", record.args());
     let mut fields = TextFields {
-        out: String::new(),
-        first: record.args().as_str() == Some(""),
+        first: message.is_empty(),
+        out: message,
     };
-    record
-        .key_values()
-        .visit(&mut fields)
-        .map_err(io::Error::other)?;
-    writeln!(buf, "{}", fields.out)
+    record.key_values().visit(&mut fields)?;
+    Ok(fields.out)
 }
 
 struct TextFields {
@@ -82,7 +95,8 @@ impl<'kvs> VisitSource<'kvs> for TextFields {
         } else {
             " "
         };
-        let _ = write!(self.out, "{sep}{key}={value}");
+        self.out.push_str(sep);
+        let _ = write!(Escaping(&mut self.out), "{key}={value}");
         Ok(())
     }
 }
@@ -93,12 +107,8 @@ fn write_json(buf: &mut Formatter, record: &Record<'_>) -> io::Result<()> {
         .key_values()
         .visit(&mut fields)
         .map_err(io::Error::other)?;
-    let line = json_line(
-        record.level(),
-        record.target(),
-        &record.args().to_string(),
-        &fields.0,
-    );
+    let message = record.args().to_string();
+    let line = json_line(record.level(), record.target(), &message, &fields.0);
     writeln!(buf, "{line}")
 }
 
@@ -110,11 +120,11 @@ struct JsonFields(String);
 
 impl<'kvs> VisitSource<'kvs> for JsonFields {
     fn visit_pair(&mut self, key: Key<'kvs>, value: Value<'kvs>) -> Result<(), kv::Error> {
-        let key = key.as_str();
-        let key = if RESERVED.contains(&key) {
+        let key = escape(key.as_str());
+        let key = if RESERVED.contains(&key.as_ref()) {
             format!("field.{key}")
         } else {
-            key.to_string()
+            key.into_owned()
         };
         let value = if let Some(b) = value.to_bool() {
             b.to_string()
@@ -125,7 +135,7 @@ impl<'kvs> VisitSource<'kvs> for JsonFields {
         } else if let Some(x) = value.to_f64().filter(|x| x.is_finite()) {
             serde_json::Value::from(x).to_string()
         } else {
-            json_string(&value.to_string())
+            json_string(&escape(&value.to_string()))
         };
         let _ = write!(self.0, ",{}:{value}", json_string(&key));
         Ok(())
@@ -136,7 +146,8 @@ fn json_string(s: &str) -> String {
     serde_json::Value::from(s).to_string()
 }
 
-/// One JSON log line (without newline); `fields` is `,"key":value…` or empty.
+/// One JSON log line (without newline); `fields` is `,"key":value…` or empty, its keys and
+/// values already escaped. The target and the message are escaped here.
 fn json_line(level: Level, target: &str, message: &str, fields: &str) -> String {
     let ts = OffsetDateTime::now_utc()
         .format(format_description!(
@@ -147,8 +158,8 @@ fn json_line(level: Level, target: &str, message: &str, fields: &str) -> String 
         "{{\"timestamp\":{},\"level\":{},\"target\":{},\"message\":{}{fields}}}",
         json_string(&ts),
         json_string(level.as_str()),
-        json_string(target),
-        json_string(message)
+        json_string(&escape(target)),
+        json_string(&escape(message))
     )
 }
 
@@ -156,13 +167,21 @@ fn json_line(level: Level, target: &str, message: &str, fields: &str) -> String 
 /// `RUST_LOG`). Text: `tool: warning: message` for a warning, `tool: message` otherwise, as
 /// the tools always wrote them; JSON: one object with `target` the tool's name.
 pub fn stderr_line(tool: &str, level: Level, message: &str) {
-    let line = match format() {
-        LogFormat::Text if level == Level::Warn => format!("{tool}: warning: {message}"),
-        LogFormat::Text => format!("{tool}: {message}"),
-        LogFormat::Json => json_line(level, tool, message, ""),
-    };
+    let line = own_line(format(), tool, level, message);
     let mut err = io::stderr().lock();
     let _ = writeln!(err, "{line}");
+}
+
+/// The text of `stderr_line` in `fmt`, the message escaped: a fatal error may quote what a
+/// peer or a file said.
+fn own_line(fmt: LogFormat, tool: &str, level: Level, message: &str) -> String {
+    match fmt {
+        LogFormat::Text if level == Level::Warn => {
+            format!("{tool}: warning: {}", escape(message))
+        }
+        LogFormat::Text => format!("{tool}: {}", escape(message)),
+        LogFormat::Json => json_line(level, tool, message, ""),
+    }
 }
 
 #[cfg(test)]
@@ -210,5 +229,69 @@ mod tests {
             kvs.visit(&mut f).unwrap();
             assert_eq!(f.out, want);
         }
+    }
+
+    /// What a peer might send, for example as an HTTP body's member name.
+    const FORGED: &str = "x\nWARN engine::double_booking fake\r\u{1b}[2K\u{85}\u{2028}";
+
+    #[test]
+    fn a_text_line_escapes_its_message_keys_and_values() {
+        let kvs: &[(&str, Value<'_>)] = &[
+            ("guid", Value::from("G")),
+            ("detail", Value::from(FORGED)),
+            ("bad\nkey", Value::from(1u64)),
+        ];
+        // One statement: `format_args!`'s temporaries live until its end.
+        let text = text_after_header(
+            &Record::builder()
+                .args(format_args!("told {}", "a\nb"))
+                .key_values(&kvs)
+                .build(),
+        )
+        .unwrap();
+        assert_eq!(
+            text,
+            "told a\\nb guid=G detail=x\\nWARN engine::double_booking fake\\r\\u{1b}[2K\\u{85}\\u{2028} \
+             bad\\nkey=1"
+        );
+        // The per-request line, without a message, starts with its first field.
+        let guid_only = &kvs[..1];
+        let quiet = text_after_header(
+            &Record::builder()
+                .args(format_args!(""))
+                .key_values(&guid_only)
+                .build(),
+        );
+        assert_eq!(quiet.unwrap(), "guid=G");
+    }
+
+    #[test]
+    fn a_json_line_stays_one_line_and_its_values_decode_to_visible_escapes() {
+        let mut fields = JsonFields(String::new());
+        let kvs: &[(&str, Value<'_>)] =
+            &[("detail", Value::from(FORGED)), ("n", Value::from(3u64))];
+        kvs.visit(&mut fields).unwrap();
+        let line = json_line(Level::Info, "engine::server", "a\u{2029}b", &fields.0);
+        assert!(!line.contains(['\n', '\r', '\u{1b}', '\u{85}', '\u{2028}', '\u{2029}']));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        // Decoded (as `jq -r` would print it), the value still shows its escapes.
+        assert_eq!(
+            v["detail"],
+            "x\\nWARN engine::double_booking fake\\r\\u{1b}[2K\\u{85}\\u{2028}"
+        );
+        assert_eq!(v["message"], "a\\u{2029}b");
+        assert_eq!(v["n"], 3);
+    }
+
+    #[test]
+    fn a_line_of_the_tool_itself_is_escaped_in_both_formats() {
+        let text = own_line(LogFormat::Text, "relay", Level::Warn, FORGED);
+        assert!(text.starts_with("relay: warning: x\\nWARN"), "{text}");
+        assert_eq!(text.lines().count(), 1);
+        let fatal = own_line(LogFormat::Text, "relay", Level::Error, "a\nb");
+        assert_eq!(fatal, "relay: a\\nb");
+        let json = own_line(LogFormat::Json, "relay", Level::Error, FORGED);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert!(!v["message"].as_str().unwrap().contains('\n'), "{v}");
     }
 }

@@ -103,7 +103,12 @@ impl CoreClient {
     where
         MarkingConnector<C>: ureq::unversioned::transport::Connector<()>,
     {
-        let bad = |why: &str| BadCoreUrl(format!("core URL {base_url:?}: {why}"));
+        // A query string may carry a token: the URL is shown without it.
+        let shown = match base_url.split_once('?') {
+            Some((before, _)) => format!("{before}?…"),
+            None => base_url.to_string(),
+        };
+        let bad = |why: &str| BadCoreUrl(format!("core URL {shown:?}: {why}"));
         let uri: Uri = base_url.parse().map_err(|e| bad(&format!("{e}")))?;
         let host = match uri.host() {
             Some(h) if !h.is_empty() => h,
@@ -265,6 +270,19 @@ mod tests {
         ) -> Result<Option<Self::Out>, Error> {
             Err(Error::Io(io::Error::from_raw_os_error(libc::EMFILE)))
         }
+    }
+
+    #[test]
+    fn a_refused_url_is_shown_without_its_query_string() {
+        let e = CoreClient::new(
+            "http://core:9201/v1?token=Xq9secret",
+            Duration::from_millis(500),
+            Duration::from_millis(500),
+        )
+        .err()
+        .expect("a query string is refused");
+        assert!(!e.0.contains("Xq9secret"), "{}", e.0);
+        assert!(e.0.contains("http://core:9201/v1?…"), "{}", e.0);
     }
 
     #[test]

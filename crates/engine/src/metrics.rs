@@ -120,6 +120,10 @@ pub struct Metrics {
     tls_cert_expiry: Gauge,
     tls_not_after: AtomicI64,
     tls_on: Once,
+    /// With `--client-crl`: the earliest nextUpdate of its lists (Unix seconds; +Inf when
+    /// none has one), again at each reload.
+    client_crl_next_update: Gauge,
+    crl_on: Once,
     /// Connections to the core open now (in use, idle in the keep-alive pool, or held by a
     /// late-reply waiter).
     pub core_connections: IntGauge,
@@ -265,6 +269,13 @@ impl Metrics {
             .expect("valid gauge"),
             tls_not_after: AtomicI64::new(0),
             tls_on: Once::new(),
+            client_crl_next_update: Gauge::new(
+                "txrelay_client_crl_next_update_seconds",
+                "When the client revocation list (--client-crl) is due to be replaced: its \
+                 nextUpdate, Unix seconds (the earliest of several lists).",
+            )
+            .expect("valid gauge"),
+            crl_on: Once::new(),
             core_connections: gauge(
                 "txrelay_core_connections",
                 "Connections to the core open now: in a call, idle in the keep-alive pool, \
@@ -427,6 +438,18 @@ impl Metrics {
                 self.tls_refused.with_label_values(&[reason]);
             }
         });
+    }
+
+    /// The client revocation lists in use are due to be replaced at `next_update` (Unix
+    /// seconds; `None`: none of them says).
+    pub fn client_crl(&self, next_update: Option<i64>) {
+        self.crl_on.call_once(|| {
+            self.registry
+                .register(Box::new(self.client_crl_next_update.clone()))
+                .expect("registered once");
+        });
+        self.client_crl_next_update
+            .set(next_update.map_or(f64::INFINITY, |t| t as f64));
     }
 
     /// `sampling` held, even if a holder panicked (it guards only an order of writes).

@@ -3,20 +3,25 @@
 //! A connection is served strictly in order (read a frame, answer it, read the next), which
 //! is what keeps pipelined replies in request order. Whatever one connection does — garbage,
 //! a stall mid-frame, silence — costs only its own thread. Reading a frame under its
-//! timeouts is `frames`; the file descriptor budget `descriptors`; the start's errors `error`.
+//! timeouts is `frames` (the deadlines, enforced on the socket, `clock`); the file descriptor
+//! budget `descriptors`; the start's errors `error`.
 //!
 //! With `--tls-cert` the connection thread first runs a TLS handshake (`handshake`), with a
-//! configuration loaded by `tls` and, for mutual TLS, a verifier that takes the channel
-//! identity from the client certificate (`identity`); the frames then travel inside the
-//! session unchanged. The open connections and their limits are `Slot`s.
+//! configuration loaded by `tls` (and reloaded, `listener`) and, for mutual TLS, a verifier
+//! that takes the channel identity from the client certificate (`identity`); the frames then
+//! travel inside the session unchanged. The open connections and their limits are `Slot`s;
+//! what the registry keeps of each, for a shutdown and for a reload's re-check, `registry`.
 
 mod allocator;
+mod clock;
 mod descriptors;
 mod error;
 mod frames;
 mod handshake;
 mod http;
 pub mod identity;
+mod listener;
+mod registry;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -31,16 +36,19 @@ use std::fmt;
 use std::io::{self, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use log::{info, warn};
-use rustls::{ServerConfig, StreamOwned};
+use rustls::StreamOwned;
 
+use self::clock::{Clock, Clocked};
 use self::descriptors::{ledger_descriptors, raise_descriptor_limit};
 use self::frames::{ConnEnd, Timeouts, read_frame};
 use self::handshake::{Refused, handshake};
+use self::listener::ListenerState;
+use self::registry::{Conn, Entry};
 use crate::admin::Admin;
 use crate::late::LateReplies;
 use crate::metrics::{ANONYMOUS, metrics};
@@ -87,56 +95,6 @@ pub struct Config {
     pub admin_limits: crate::metrics::Thresholds,
 }
 
-/// A warning at start (and at each reload) when the server certificate expires this soon.
-const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 24 * 3600);
-
-/// The channel listener's TLS: the files, and the configuration new handshakes use.
-struct ListenerState {
-    files: ListenerTls,
-    config: RwLock<Arc<ServerConfig>>,
-}
-
-impl ListenerState {
-    fn load(files: ListenerTls) -> Result<ListenerState, TlsError> {
-        let loaded = tls::load(&files)?;
-        note_expiry(&files, loaded.not_after);
-        Ok(ListenerState {
-            files,
-            config: RwLock::new(loaded.config),
-        })
-    }
-
-    fn current(&self) -> Arc<ServerConfig> {
-        Arc::clone(&self.config.read().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// Reads the files again; on any error the configuration in use stays.
-    fn reload(&self) -> Result<(), TlsError> {
-        let loaded = tls::load(&self.files)?;
-        note_expiry(&self.files, loaded.not_after);
-        *self.config.write().unwrap_or_else(|e| e.into_inner()) = loaded.config;
-        Ok(())
-    }
-}
-
-/// The expiry gauge, and a warning if the certificate expires within `EXPIRY_WARNING`.
-fn note_expiry(files: &ListenerTls, not_after: i64) {
-    metrics().tls_listener(not_after, handshake::REASONS);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    let left = not_after.saturating_sub(now);
-    let cert = files.cert.display();
-    if left <= 0 {
-        warn!("the TLS certificate --tls-cert {cert} has expired: renew it, then send SIGHUP");
-    } else if left < EXPIRY_WARNING.as_secs() as i64 {
-        warn!(
-            "the TLS certificate --tls-cert {cert} expires in {} h: renew it, then send SIGHUP",
-            left / 3600
-        );
-    }
-}
-
 struct Shared {
     store: Arc<dyn Store>,
     /// Whether the ledger is recovering (CONTRACT §11), followed while the relay runs.
@@ -160,7 +118,7 @@ struct Shared {
 #[derive(Default)]
 struct Conns {
     next_id: u64,
-    open: HashMap<u64, Arc<TcpStream>>,
+    open: HashMap<u64, Arc<Entry>>,
     per_peer: HashMap<PeerKey, usize>,
 }
 
@@ -490,18 +448,19 @@ fn admit(shared: &Arc<Shared>, stream: TcpStream, door: Door) {
     }
 }
 
-/// Re-reads the channel listener's TLS files: new handshakes use them, open connections
-/// keep their sessions.
+/// Re-reads the channel listener's TLS files: new handshakes use them, and open
+/// connections keep their sessions unless the new `--client-ca`/`--client-crl` refuse their
+/// certificate (`registry::recheck`).
 #[derive(Clone)]
 pub struct TlsReloader(Arc<Shared>);
 
 impl TlsReloader {
     /// On an error (one line naming the file) the configuration in use stays.
     pub fn reload(&self) -> Result<(), TlsError> {
-        match &self.0.tls {
-            Some(tls) => tls.reload(),
-            None => Ok(()),
+        if let Some(tls) = &self.0.tls {
+            registry::recheck(&self.0, &tls.reload()?);
         }
+        Ok(())
     }
 }
 
@@ -510,7 +469,7 @@ struct Slot {
     shared: Arc<Shared>,
     id: u64,
     peer: PeerKey,
-    stream: Arc<TcpStream>,
+    stream: Arc<Entry>,
 }
 
 impl Slot {
@@ -548,7 +507,7 @@ impl Slot {
             );
             return None;
         }
-        let stream = Arc::new(stream);
+        let stream = Arc::new(Entry::new(stream));
         conns.next_id += 1;
         let id = conns.next_id;
         conns.open.insert(id, Arc::clone(&stream));
@@ -636,16 +595,29 @@ fn serve_connection(
     door: Door,
 ) -> Result<(), ConnEnd> {
     let shared = Arc::clone(&slot.shared);
-    let stream = Arc::clone(&slot.stream);
-    let sock: &TcpStream = &stream;
+    let entry = Arc::clone(&slot.stream);
+    let sock: &TcpStream = &entry;
     let _ = sock.set_nodelay(true);
     let frame_timeout = shared.config.frame_timeout;
+    // Every read of the socket, the TLS session's included, ends by this clock's deadline.
+    let clock = Clock::new();
+    let clocked = Clocked {
+        sock,
+        clock: &clock,
+    };
     let Some(tls) = &shared.tls else {
         sock.set_write_timeout(Some(frame_timeout))
             .map_err(ConnEnd::Io)?;
-        return serve_door(door, &shared, sock, &mut BufReader::new(sock), None);
+        let conn = Conn {
+            entry: &entry,
+            clock: &clock,
+            channel: None,
+        };
+        return serve_door(door, &shared, &conn, &mut BufReader::new(clocked));
     };
-    let (conn, channel) = match handshake(tls.current(), sock, accepted + frame_timeout) {
+    let used = tls.current();
+    let deadline = accepted + frame_timeout;
+    let (session, channel) = match handshake(Arc::clone(&used.config), sock, deadline) {
         Ok(session) => session,
         Err(refused) => {
             handshake_refused(&shared, peer, &refused);
@@ -662,10 +634,22 @@ fn serve_connection(
         warn!("{limit} {max} reached for channel {channel}: closed a new connection from {peer}");
         return Ok(());
     }
+    if let Some(channel) = &channel
+        && let Err(e) = slot.keep_client(&session, tls, &used, (peer, channel))
+    {
+        // Accepted under files that a reload replaced during the handshake.
+        handshake_refused(&shared, peer, &Refused::Tls(e));
+        return Ok(());
+    }
     sock.set_write_timeout(Some(frame_timeout))
         .map_err(ConnEnd::Io)?;
-    let mut reader = BufReader::new(StreamOwned::new(conn, sock));
-    let served = serve_door(door, &shared, sock, &mut reader, channel.as_deref());
+    let conn = Conn {
+        entry: &entry,
+        clock: &clock,
+        channel: channel.as_deref(),
+    };
+    let mut reader = BufReader::new(StreamOwned::new(session, clocked));
+    let served = serve_door(door, &shared, &conn, &mut reader);
     let session = reader.get_mut();
     session.conn.send_close_notify();
     let _ = session.flush();
@@ -676,13 +660,12 @@ fn serve_connection(
 fn serve_door<S: Read + Write>(
     door: Door,
     shared: &Shared,
-    sock: &TcpStream,
+    conn: &Conn<'_>,
     reader: &mut BufReader<S>,
-    channel: Option<&str>,
 ) -> Result<(), ConnEnd> {
     match door {
-        Door::Tcp => serve_frames(shared, sock, reader, channel),
-        Door::Http => http::serve_http(shared, sock, reader, channel),
+        Door::Tcp => serve_frames(shared, conn, reader),
+        Door::Http => http::serve_http(shared, conn, reader),
     }
 }
 
@@ -739,18 +722,25 @@ fn peer_label(sock: &TcpStream) -> String {
         .map_or_else(|_| "-".to_string(), |a| a.to_string())
 }
 
-/// Reads frames from `reader` (over `sock`) and answers each in turn, until the channel
-/// closes, a frame is bad or late, or the relay stops.
+/// Reads frames from `reader` (over `conn`'s socket) and answers each in turn, until the
+/// channel closes, a frame is bad or late, the relay stops, or a reload refuses the
+/// channel's certificate.
 fn serve_frames<S: Read + Write>(
     shared: &Shared,
-    sock: &TcpStream,
+    conn: &Conn<'_>,
     reader: &mut BufReader<S>,
-    channel: Option<&str>,
 ) -> Result<(), ConnEnd> {
     let cfg = &shared.config;
-    let peer = peer_label(sock);
-    let mut timeouts = Timeouts::new(cfg.idle_timeout, cfg.frame_timeout);
-    while let Some(msg) = read_frame(reader, sock, &mut timeouts)? {
+    let peer = peer_label(conn.entry);
+    let channel = conn.channel;
+    let timeouts = Timeouts {
+        idle: cfg.idle_timeout,
+        frame: cfg.frame_timeout,
+    };
+    while let Some(msg) = read_frame(reader, conn.clock, &timeouts)? {
+        if conn.refused() {
+            break;
+        }
         let started = Instant::now();
         let handled = transfer::handle_in(
             shared.store.as_ref(),
@@ -766,7 +756,7 @@ fn serve_frames<S: Read + Write>(
         out.write_all(&wire::frame(&handled.reply))
             .and_then(|()| out.flush())
             .map_err(ConnEnd::Io)?;
-        if shared.stopping() {
+        if shared.stopping() || conn.refused() {
             break;
         }
     }

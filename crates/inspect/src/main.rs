@@ -76,8 +76,8 @@ enum Command {
     },
     /// Settle one GUID in doubt by hand, on evidence from outside the relay: --booked
     /// (DONE/0000) or --not-booked (FAILED/E902, which reprocess may resend). From UNKNOWN, or
-    /// SENT unchanged for 60 s (--not-booked: either only once unchanged for 60 s). One
-    /// guarded statement; the history names the operator and the reason.
+    /// SENT unchanged for 60 s (--not-booked: either only once unchanged for --min-age, 300 s
+    /// by default). One guarded statement; the history names the operator and the reason.
     Settle(Box<SettleArgs>),
     /// Whether the ledger is recovering (put back to an earlier state: the relay and reprocess
     /// then ask the core before claiming a GUID it may have forgotten), since when, and the
@@ -132,6 +132,13 @@ struct SettleArgs {
     /// then booked again by reprocess.
     #[arg(long, conflicts_with = "booked")]
     force: bool,
+    /// With --not-booked: only a row unchanged for at least this many seconds (at least 60):
+    /// a 404 proves "never booked" only once the core can no longer be working on the
+    /// request, so it must exceed the core's longest processing time; set it as resolve's
+    /// --min-age is set.
+    #[arg(long, env = "INSPECT_MIN_AGE", default_value_t = settle::DEFAULT_MIN_AGE_SECS,
+          value_parser = settle::min_age_secs, value_name = "SECS")]
+    min_age: u64,
     /// Why (the evidence: a ticket, who at the core said so); recorded in the history.
     #[arg(long, value_parser = reason_text)]
     reason: String,

@@ -1,9 +1,11 @@
 //! `settle`: an operator's settlement of one GUID in doubt, on evidence from outside the
 //! relay. The only command of `inspect` that writes, and then one guarded statement: from
 //! UNKNOWN `AND state = 'UNKNOWN' AND attempts = n`; from SENT also only if the row has not
-//! changed for the stale-sent floor (no relay can still be waiting for the core on it), and
-//! `--not-booked` from UNKNOWN too (a 404 proves "never booked" only once the core cannot
-//! still be working on the request). The history names `operator:NAME` and the reason.
+//! changed for the stale-sent floor (no relay can still be waiting for the core on it); and
+//! `--not-booked`, from either, only if the row has not changed for `--min-age` (default 300
+//! s, resolve's deployed default, never under the floor): a 404 proves "never booked" only
+//! once the core cannot still be working on the request, and a core may take longer than the
+//! floor (contract §12). The history names `operator:NAME` and the reason.
 //!
 //! `--booked`: DONE/0000, the reply built from the booking exactly as resolve builds it from
 //! an inquiry (`wire::booking_body`, `wire::reply_to` on the stored request).
@@ -13,8 +15,9 @@
 //! (which the reason then says, with what the canary or the inquiry said).
 //!
 //! Exit 0: settled (or, with `--dry-run`, would be). Exit 1: refused (no such row, a state
-//! that is not settled by hand, a stored request that cannot carry a reply, a canary that
-//! failed or is missing, an inquiry that did not answer 404, a row that changed meanwhile), one line on stderr, nothing written.
+//! that is not settled by hand, a row too young, a stored request that cannot carry a reply, a
+//! canary that failed or is missing, an inquiry that did not answer 404, a row that changed
+//! meanwhile), one line on stderr (with `--json` one object on stdout too), nothing written.
 
 use clap::error::ErrorKind;
 use cli::{EXIT_FATAL, EXIT_SETTLED};
@@ -30,6 +33,25 @@ use engine::batch::{self, Canary, stored_transfer};
 use crate::view::{ReplyView, rfc3339_of_reply_time};
 use crate::{SettleArgs, usage_error};
 
+/// `--min-age` unless given: resolve's deployed default (`RESOLVE_MIN_AGE` in its wrapper),
+/// so that a settlement by hand believes a 404 no sooner than resolve would.
+pub const DEFAULT_MIN_AGE_SECS: u64 = 300;
+
+/// `--min-age`: at least the stale-sent floor, the least this command ever waited: below it
+/// a relay may still be waiting for the core, and the core may still be working.
+pub fn min_age_secs(s: &str) -> Result<u64, String> {
+    let secs: u64 = s.parse().map_err(|e| format!("{e}"))?;
+    let floor = STALE_SENT_FLOOR.as_secs();
+    if secs < floor {
+        return Err(format!(
+            "must be at least {floor} seconds: the core may still be working on a younger \
+             row, and a 404 would prove nothing yet (it must exceed the core's longest \
+             processing time, as resolve's --min-age)"
+        ));
+    }
+    Ok(secs)
+}
+
 /// What the operator says about the GUID.
 enum Decision {
     /// The core booked it: the reply body, checked when the flags were read.
@@ -37,8 +59,13 @@ enum Decision {
         amount: u64,
         body: [u8; BOOKING_BODY_LEN],
     },
-    /// The core never booked it; `force`: even if its inquiry does not answer 404.
-    NotBooked { force: bool, core: cli::Core },
+    /// The core never booked it; `force`: even if its inquiry does not answer 404. Only for
+    /// a row unchanged for `min_age` seconds.
+    NotBooked {
+        force: bool,
+        core: cli::Core,
+        min_age: u64,
+    },
 }
 
 /// A settlement as the flags give it, checked as far as it can be without the ledger.
@@ -76,6 +103,7 @@ impl Order {
             Decision::NotBooked {
                 force: a.force,
                 core: a.core.with(&a.timeouts),
+                min_age: a.min_age,
             }
         };
         Order {
@@ -108,19 +136,22 @@ struct Settlement {
     written: bool,
 }
 
-/// Why nothing was written: one line on stderr (and with `--json` one object), exit 1.
+/// Why nothing was written: one line on stderr (and with `--json` one object, with the
+/// `tool`, `error` and `exit` every failure object has, so that a script reads any tool's
+/// failure alike), exit 1.
 fn refuse(guid: &str, json: bool, why: &str) -> anyhow::Result<u8> {
+    let line = format!("settle {guid}: refused: {why}; nothing written");
     if json {
-        println!(
-            "{}",
-            json!({"guid": guid, "written": false, "refused": why, "exit_code": EXIT_FATAL})
-        );
+        let v = json!({
+            "guid": guid,
+            "written": false,
+            "refused": why,
+            "error": line,
+            "exit": EXIT_FATAL,
+        });
+        cli::print_object("inspect", v, EXIT_FATAL);
     }
-    cli::stderr_line(
-        "inspect",
-        log::Level::Error,
-        &format!("settle {guid}: refused: {why}; nothing written"),
-    );
+    cli::stderr_line("inspect", log::Level::Error, &line);
     Ok(EXIT_FATAL)
 }
 
@@ -139,33 +170,19 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
         return refused("no row for this GUID");
     };
     let floor = STALE_SENT_FLOOR.as_secs();
-    let not_booked = matches!(o.decision, Decision::NotBooked { .. });
-    // Why the row must have been left alone for the floor, if it must.
-    let young = match row.state {
-        State::Sent => Some("a relay may still be waiting for the core on it"),
-        // A 404 proves "never booked" only once the core cannot still be working on it.
-        State::Unknown if not_booked => {
-            Some("the core may still be working on it, and a 404 would prove nothing yet")
-        }
-        State::Unknown => None,
-        other => {
-            return refused(&format!(
-                "the row is {other}/{}: only an UNKNOWN row, or a SENT row unchanged for {floor} \
-                 s, is settled by hand",
-                row.rsp_code.as_deref().unwrap_or("-")
-            ));
-        }
+    let Some(young) = unchanged_for(row.state, &o.decision) else {
+        return refused(&format!(
+            "the row is {}/{}: only an UNKNOWN row, or a SENT row unchanged for {floor} s, is \
+             settled by hand",
+            row.state,
+            row.rsp_code.as_deref().unwrap_or("-")
+        ));
     };
-    if let Some(why) = young {
+    if let Some(need) = &young {
         // Only to say why; the guard in the statement decides.
-        let old_enough = ledger
-            .row_age_secs(guid)?
-            .is_some_and(|age| age >= floor as f64);
-        if !old_enough {
-            return refused(&format!(
-                "the row is {} and changed less than {floor} s ago: {why}; try again later",
-                row.state
-            ));
+        let age = ledger.row_age_secs(guid)?;
+        if !age.is_some_and(|age| age >= need.secs as f64) {
+            return refused(&need.refusal(row.state, age));
         }
     }
     let Some(attempt) = row.attempts else {
@@ -186,7 +203,7 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
             }
             (State::Done, wire::OK, Some(body), o.reason, None)
         }
-        Decision::NotBooked { force, core } => {
+        Decision::NotBooked { force, core, .. } => {
             let client = core.client()?;
             let doubt = doubt(ledger.as_ref(), &client, &transfer, request)?;
             match doubt {
@@ -218,8 +235,8 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
     )
     .by(who.clone())
     .because(reason.clone());
-    if young.is_some() {
-        change = change.if_unchanged_for(floor);
+    if let Some(need) = &young {
+        change = change.if_unchanged_for(need.secs);
     }
     let mut s = Settlement {
         guid: guid.to_string(),
@@ -261,6 +278,72 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
     }
     print(&s, json);
     Ok(EXIT_SETTLED)
+}
+
+/// How long a row must have been left alone before it is settled, and why.
+struct Unchanged {
+    secs: u64,
+    /// `--min-age` (`--not-booked`), rather than the stale-sent floor.
+    min_age: bool,
+    why: &'static str,
+}
+
+impl Unchanged {
+    /// The refusal of a row `age` seconds old (`None`: no age could be read): how old it is,
+    /// what it must reach and why, and when to try again.
+    fn refusal(&self, state: State, age: Option<f64>) -> String {
+        let what = if self.min_age {
+            format!("--min-age ({} s)", self.secs)
+        } else {
+            format!("the stale-sent floor ({} s)", self.secs)
+        };
+        match age {
+            Some(age) => {
+                let age = age.max(0.0).floor() as u64;
+                format!(
+                    "the row is {state} and changed {age} s ago, less than {what}: {}; try again \
+                     in {} s",
+                    self.why,
+                    self.secs.saturating_sub(age).max(1)
+                )
+            }
+            None => format!(
+                "the row is {state} and its age cannot be read, so it cannot be shown to be at \
+                 least {what}: {}",
+                self.why
+            ),
+        }
+    }
+}
+
+/// Whether a row in `state` is settled by `decision` (`None`: not by hand), and if so how long
+/// it must have been left alone first (`Some(None)`: no wait).
+fn unchanged_for(state: State, decision: &Decision) -> Option<Option<Unchanged>> {
+    let floor = STALE_SENT_FLOOR.as_secs();
+    let sent = "a relay may still be waiting for the core on it";
+    let working = "the core may still be working on it, and a 404 proves nothing while it may";
+    let need = match (state, decision) {
+        (State::Unknown, Decision::Booked { .. }) => None,
+        (State::Sent, Decision::Booked { .. }) => Some(Unchanged {
+            secs: floor,
+            min_age: false,
+            why: sent,
+        }),
+        // `--min-age` is never under the floor, so it covers a SENT row's relay too.
+        (State::Sent, Decision::NotBooked { min_age, .. }) => Some(Unchanged {
+            secs: (*min_age).max(floor),
+            min_age: true,
+            why: "a relay may still be waiting for the core on it, and the core may still be \
+                  working on it: a 404 proves nothing while it may",
+        }),
+        (State::Unknown, Decision::NotBooked { min_age, .. }) => Some(Unchanged {
+            secs: (*min_age).max(floor),
+            min_age: true,
+            why: working,
+        }),
+        _ => return None,
+    };
+    Some(need)
 }
 
 /// Why the core's answer does not prove "never booked", and what the operator can do about
@@ -317,11 +400,7 @@ fn doubt(
 
 fn print(s: &Settlement, json: bool) {
     if json {
-        let mut v = json!(s);
-        if let Some(obj) = v.as_object_mut() {
-            obj.insert("exit_code".into(), EXIT_SETTLED.into());
-        }
-        println!("{v}");
+        cli::print_object("inspect", json!(s), EXIT_SETTLED);
         return;
     }
     let guard = match s.unchanged_for_secs {

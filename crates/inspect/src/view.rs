@@ -114,18 +114,15 @@ pub fn listing(db: &Db, o: &Opts, guid: Option<&str>, paging: &Paging) -> anyhow
         .collect();
     let next = page.next.as_ref().map(Cursor::to_string);
     if o.json {
-        println!(
-            "{}",
-            json!({
-                "rows": listed,
-                "limit": guid.map_or(Some(paging.limit), |_| None),
-                "next": next,
-                "by_state": by_state_json(&counts),
-                "needs_operator": needs_operator,
-                "needs_operator_count": given_up.total,
-            })
-        );
-        return Ok(EXIT_SETTLED);
+        let v = json!({
+            "rows": listed,
+            "limit": guid.map_or(Some(paging.limit), |_| None),
+            "next": next,
+            "by_state": by_state_json(&counts),
+            "needs_operator": needs_operator,
+            "needs_operator_count": given_up.total,
+        });
+        return Ok(cli::print_object("inspect", v, EXIT_SETTLED));
     }
     println!("{}", Listed::HEADER);
     for l in &listed {
@@ -197,21 +194,18 @@ pub fn summary(db: &Db, o: &Opts) -> anyhow::Result<u8> {
             .iter()
             .map(|(s, r)| (s.as_str().to_string(), json!(r)))
             .collect();
-        println!(
-            "{}",
-            json!({
-                "by_state": by_state_json(&counts),
-                "oldest": oldest,
-                "max_attempts": o.max_attempts,
-                "at_attempt_cap": capped.first.iter().map(Listed::of).collect::<Vec<_>>(),
-                "at_attempt_cap_count": capped.total,
-                "max_inquiries": o.max_inquiries,
-                "needs_operator": needs_operator,
-                "needs_operator_count": given_up.total,
-                "listed_at_most": LISTED_AT_MOST,
-            })
-        );
-        return Ok(EXIT_SETTLED);
+        let v = json!({
+            "by_state": by_state_json(&counts),
+            "oldest": oldest,
+            "max_attempts": o.max_attempts,
+            "at_attempt_cap": capped.first.iter().map(Listed::of).collect::<Vec<_>>(),
+            "at_attempt_cap_count": capped.total,
+            "max_inquiries": o.max_inquiries,
+            "needs_operator": needs_operator,
+            "needs_operator_count": given_up.total,
+            "listed_at_most": LISTED_AT_MOST,
+        });
+        return Ok(cli::print_object("inspect", v, EXIT_SETTLED));
     }
     println!("{}", by_state_line(&counts));
     for (state, r) in &oldest {
@@ -277,20 +271,17 @@ pub fn list(
     let next = page.next.as_ref().map(Cursor::to_string);
     let after = paging.after.as_ref().map(Cursor::to_string);
     if o.json {
-        println!(
-            "{}",
-            json!({
-                "state": state,
-                "older_than_secs": older_than,
-                "limit": paging.limit,
-                "after": after,
-                "count": listed.len(),
-                "total": total,
-                "rows": listed,
-                "next": next,
-            })
-        );
-        return Ok(EXIT_SETTLED);
+        let v = json!({
+            "state": state,
+            "older_than_secs": older_than,
+            "limit": paging.limit,
+            "after": after,
+            "count": listed.len(),
+            "total": total,
+            "rows": listed,
+            "next": next,
+        });
+        return Ok(cli::print_object("inspect", v, EXIT_SETTLED));
     }
     println!("{}", Listed::HEADER);
     for l in &listed {
@@ -390,12 +381,8 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
     };
     let inquiry: Option<InquiryRecord> = ledger.inquiry_record(guid)?;
     if row.is_none() && history.is_empty() {
-        cli::stderr_line(
-            "inspect",
-            log::Level::Error,
-            &format!("no row and no history for GUID {guid:?}"),
-        );
-        return Ok(EXIT_FATAL);
+        let why = format!("no row and no history for GUID {guid:?}");
+        return Ok(cli::refuse_run("inspect", &why, EXIT_FATAL));
     }
     let in_doubt = row
         .as_ref()
@@ -418,28 +405,25 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
         .and_then(|r| r.response.as_deref())
         .map(ReplyView::of);
     if o.json {
-        println!(
-            "{}",
-            json!({
-                "guid": guid,
-                "row": row.as_ref().map(|r| json!({
-                    "tx_code": r.tx_code,
-                    "state": r.state,
-                    "rsp_code": r.rsp_code,
-                    "attempts": r.attempts,
-                    "updated_at": r.updated_at,
-                    "channel": r.channel,
-                })),
-                "request": result(&request),
-                "reply": result(&reply),
-                "inquiry": inquiry,
-                "needs_operator": needs_operator,
-                "at_attempt_cap": at_cap,
-                "history": history,
-                "history_error": history_error,
-            })
-        );
-        return Ok(EXIT_SETTLED);
+        let v = json!({
+            "guid": guid,
+            "row": row.as_ref().map(|r| json!({
+                "tx_code": r.tx_code,
+                "state": r.state,
+                "rsp_code": r.rsp_code,
+                "attempts": r.attempts,
+                "updated_at": r.updated_at,
+                "channel": r.channel,
+            })),
+            "request": result(&request),
+            "reply": result(&reply),
+            "inquiry": inquiry,
+            "needs_operator": needs_operator,
+            "at_attempt_cap": at_cap,
+            "history": history,
+            "history_error": history_error,
+        });
+        return Ok(cli::print_object("inspect", v, EXIT_SETTLED));
     }
     println!("guid:       {guid}");
     match &row {

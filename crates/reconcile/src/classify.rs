@@ -4,6 +4,11 @@
 //! by `updated_at` when the reply cannot be read); it is then classified from all its
 //! bookings and its row, wherever their times fall.
 //!
+//! v1.3: a DONE/`0000` row whose stored reply names a core_ref other than that of the GUID's
+//! one booking is `double`, not `mismatch`: the reply is the core's word that it booked the
+//! GUID under that core_ref, and the journal shows another booking, so the core booked it at
+//! least twice, even when the other booking fell on a day whose export was not read.
+//!
 //! The ledger is fed one row at a time ([`Reconciler::row`]); each row takes its GUID's
 //! bookings out of the journal, so that what is left at the end ([`Reconciler::finish`]) is
 //! the bookings without a row.
@@ -87,17 +92,21 @@ pub struct ShownRow {
     pub reply_error: Option<String>,
 }
 
-/// One break: its class, its GUID, and what each side says (`ledger` null: no row).
+/// One break: its class, its GUID, and what each side says (`ledger` null: no row), with
+/// why the two sides disagree where the class alone does not say it (a `double` with one
+/// booking in the journal, a `mismatch` on a field).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Break {
     pub class: Class,
     pub guid: String,
     pub journal: Vec<ShownBooking>,
     pub ledger: Option<ShownRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 impl Break {
-    /// `class guid: journal …; ledger …`.
+    /// `class guid: journal …; ledger …[; why]`.
     pub fn line(&self) -> String {
         let journal = match self.journal.as_slice() {
             [] => "no booking".to_string(),
@@ -118,8 +127,12 @@ impl Break {
                 format!("{} {code}{what} updated_at {}", r.state, r.updated_at)
             }
         };
+        let why = self
+            .why
+            .as_ref()
+            .map_or(String::new(), |w| format!("; {w}"));
         format!(
-            "{} {}: journal {journal}; ledger {ledger}",
+            "{} {}: journal {journal}; ledger {ledger}{why}",
             self.class.as_str(),
             self.guid
         )
@@ -128,6 +141,41 @@ impl Break {
 
 fn shown(b: &ShownBooking) -> String {
     format!("{} {} {}", b.core_ref, b.amount, b.booked_at)
+}
+
+/// A DONE/`0000` row's readable reply against the GUID's one booking: `matched` when they
+/// agree; `double` when the reply names another core_ref (CONTRACT §10, v1.3: the core gave
+/// the relay one booking and the journal holds another, so it booked the GUID at least
+/// twice); `mismatch` when only the amount or booked_at differ (one booking, told otherwise).
+/// The reason names what each side says.
+fn compare(guid: &str, s: &Stored, b: &Booking<'_>) -> (Class, Option<String>) {
+    if s.core_ref != b.core_ref {
+        let why = format!(
+            "the ledger's reply names core_ref {}, the journal's one booking {}: the core \
+             booked {guid} at least twice (the reply's booking is not in the journal read)",
+            s.core_ref, b.core_ref
+        );
+        return (Class::Double, Some(why));
+    }
+    let mut differ = Vec::new();
+    if s.amount != b.amount {
+        differ.push(format!(
+            "the reply's amount {} is not the journal's {}",
+            s.amount, b.amount
+        ));
+    }
+    if s.booked_at != b.booked_at {
+        differ.push(format!(
+            "the reply's booked_at {} is not the journal's {}",
+            format_rfc3339(s.booked_at),
+            format_rfc3339(b.booked_at)
+        ));
+    }
+    if differ.is_empty() {
+        (Class::Matched, None)
+    } else {
+        (Class::Mismatch, Some(differ.join(", ")))
+    }
 }
 
 /// A count and a sum of amounts.
@@ -303,26 +351,21 @@ impl Reconciler {
             };
             self.totals.ledger.add(amount);
         }
-        let class = match &bookings {
-            None => Class::Missing,
-            Some(b) if b.len() > 1 => Class::Double,
+        let reply = match &stored {
+            Some(Ok(s)) => Some(s),
+            _ => None,
+        };
+        let (class, why) = match &bookings {
+            None => (Class::Missing, None),
+            Some(b) if b.len() > 1 => (Class::Double, self.unseen_reply(&row.guid, b, reply)),
             Some(b) => match row.state {
-                State::Failed => Class::Ghost,
-                State::Done if !done_0000 => Class::Ghost,
-                State::Unknown | State::Sent | State::Received => Class::Pending,
-                State::Done => {
-                    let first = self.journal.booking(b.start);
-                    match &stored {
-                        Some(Ok(s))
-                            if s.core_ref == first.core_ref
-                                && s.amount == first.amount
-                                && s.booked_at == first.booked_at =>
-                        {
-                            Class::Matched
-                        }
-                        _ => Class::Mismatch,
-                    }
-                }
+                State::Failed => (Class::Ghost, None),
+                State::Done if !done_0000 => (Class::Ghost, None),
+                State::Unknown | State::Sent | State::Received => (Class::Pending, None),
+                State::Done => match reply {
+                    Some(s) => compare(&row.guid, s, &self.journal.booking(b.start)),
+                    None => (Class::Mismatch, None),
+                },
             },
         };
         self.counts.bump(class);
@@ -350,8 +393,33 @@ impl Reconciler {
                     reply,
                     reply_error,
                 }),
+                why,
             });
         }
+    }
+
+    /// For a GUID the journal shows booked more than once: when the stored reply names none
+    /// of those bookings, the core booked it once more than the journal shows (the reply's
+    /// booking is in an export not read), and the operator must not look for it among them.
+    fn unseen_reply(
+        &self,
+        guid: &str,
+        bookings: &Range<usize>,
+        reply: Option<&Stored>,
+    ) -> Option<String> {
+        let s = reply?;
+        let named = bookings
+            .clone()
+            .any(|i| self.journal.booking(i).core_ref == s.core_ref);
+        (!named).then(|| {
+            format!(
+                "the ledger's reply names core_ref {}, none of the journal's {} bookings: the \
+                 core booked {guid} at least {} times",
+                s.core_ref,
+                bookings.len(),
+                bookings.len() + 1
+            )
+        })
     }
 
     fn shown_all(&self, bookings: Option<Range<usize>>) -> Vec<ShownBooking> {
@@ -387,6 +455,7 @@ impl Reconciler {
                 guid,
                 journal: self.shown_all(Some(bookings)),
                 ledger: None,
+                why: None,
             });
         }
         self.breaks
@@ -402,3 +471,6 @@ impl Reconciler {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,12 +1,14 @@
 //! The core's booking journal (CONTRACT §10), read as a stream: one JSON object a line,
 //! `{"guid","core_ref","amount","booked_at"}` (other fields ignored, blank lines skipped).
-//! Never the lines themselves are kept: per booking its GUID and core_ref (in one shared text
-//! arena), amount, `booked_at` in seconds and line number, 40 bytes plus the two strings, in
-//! one vector sorted by GUID once the file is read (a hash map costs twice that for a
-//! million GUIDs). Identical bookings (same guid, core_ref, amount and instant) are one;
+//! Several files (several days' exports, `--journal` given more than once) are read as one
+//! journal. Never the lines themselves are kept: per booking its GUID and core_ref (in one
+//! shared text arena), amount, `booked_at` in seconds, file and line number, 40 bytes plus
+//! the two strings, in one vector sorted by GUID once every file is read (a hash map costs
+//! twice that for a million GUIDs). Identical bookings (same guid, core_ref, amount and
+//! instant) are one, in one file or across files, since consecutive exports may overlap;
 //! two lines with the same guid and core_ref that differ otherwise, or any line that is not
-//! a booking, make the journal bad: the earliest such line is named, and nothing is
-//! reported.
+//! a booking, make the journal bad: the earliest such line (files in the order given) is
+//! named, and nothing is reported.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -26,6 +28,9 @@ struct Entry {
     booked_at: Secs,
     guid: (u32, u32),
     core_ref: (u32, u32),
+    /// Where the booking was read: the file's index in [`Journal::files`], and its line.
+    /// Both fit in the padding the other fields leave, so a second file costs no memory.
+    file: u16,
     line: u32,
 }
 
@@ -42,9 +47,13 @@ pub struct Booking<'a> {
 pub struct Journal {
     text: String,
     entries: Vec<Entry>,
+    /// The files read, in the order given (an entry's `file` is an index into it).
+    files: Vec<PathBuf>,
+    /// Lines read of the file being read, which numbers the next booking.
+    file_lines: u64,
     /// The earliest and latest `booked_at`, if any line was a booking.
     pub span: Option<(Secs, Secs)>,
-    /// Lines read (blank ones included).
+    /// Lines read, in every file (blank ones included).
     pub lines: u64,
 }
 
@@ -67,6 +76,15 @@ impl fmt::Display for JournalError {
 
 impl std::error::Error for JournalError {}
 
+/// A line that makes the journal bad: the index of its file, its line (0 for the file as a
+/// whole), and why. Ordered by where it is, so that the earliest is the one named.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Fault {
+    pub file: usize,
+    pub line: u64,
+    pub why: String,
+}
+
 #[derive(Deserialize)]
 struct Line<'a> {
     #[serde(borrow)]
@@ -80,48 +98,78 @@ struct Line<'a> {
 
 /// Reads the journal at `path`.
 pub fn read(path: &Path) -> Result<Journal, JournalError> {
-    let fail = |line, why: String| JournalError {
-        file: path.to_path_buf(),
-        line,
-        why,
-    };
-    let file = File::open(path).map_err(|e| fail(None, format!("cannot open: {e}")))?;
-    let mut r = BufReader::with_capacity(1 << 16, file);
+    read_all(&[path.to_path_buf()])
+}
+
+/// Reads the journals `paths` as one journal: a booking is one booking whichever file it is
+/// in, so that a GUID booked on two days is seen booked twice, and an export that overlaps
+/// the next one does not double what they share.
+pub fn read_all(paths: &[PathBuf]) -> Result<Journal, JournalError> {
     let mut j = Journal::default();
-    let mut buf = Vec::with_capacity(256);
-    let mut bad: Option<(u64, String)> = None;
-    loop {
-        buf.clear();
-        let n = r
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| fail(Some(j.lines + 1), format!("cannot read: {e}")))?;
-        if n == 0 {
-            break;
-        }
-        j.lines += 1;
-        let torn = buf.last() != Some(&b'\n');
-        if let Err(why) = j.add(&buf) {
-            let why = if torn {
-                format!("{why} (torn last line)")
-            } else {
-                why
-            };
-            bad = Some((j.lines, why));
+    // Reading stops at the first unreadable line (or file): what follows it is not read.
+    let mut bad: Option<Fault> = None;
+    for path in paths {
+        if let Err(fault) = j.read_file(path) {
+            bad = Some(fault);
             break;
         }
     }
     // A conflict on an earlier line than the first unreadable one is named first.
-    match (j.seal(), bad) {
-        (Err((n, why)), Some((m, _))) if n < m => Err(fail(Some(n), why)),
-        (_, Some((m, why))) => Err(fail(Some(m), why)),
-        (Err((n, why)), None) => Err(fail(Some(n), why)),
-        (Ok(()), None) => Ok(j),
+    let fault = match (j.seal(), bad) {
+        (Err(conflict), Some(bad)) => Some(conflict.min(bad)),
+        (Err(f), None) | (Ok(()), Some(f)) => Some(f),
+        (Ok(()), None) => None,
+    };
+    match fault {
+        None => Ok(j),
+        Some(f) => Err(JournalError {
+            file: j.files[f.file].clone(),
+            line: (f.line > 0).then_some(f.line),
+            why: f.why,
+        }),
     }
 }
 
 impl Journal {
-    /// Adds one line (its bytes, newline included or not). [`Journal::seal`] must follow the
-    /// last.
+    /// Reads one more file into the journal, every line, up to the first that is not a
+    /// booking (its fault returned; the lines before it are kept, so that a conflict among
+    /// them on an earlier line can still be named first). [`Journal::seal`] must follow the
+    /// last file.
+    fn read_file(&mut self, path: &Path) -> Result<(), Fault> {
+        let file = self.files.len();
+        self.files.push(path.to_path_buf());
+        self.file_lines = 0;
+        let fault = |line, why: String| Fault { file, line, why };
+        if u16::try_from(file).is_err() {
+            return Err(fault(0, "too many journal files".into()));
+        }
+        let f = File::open(path).map_err(|e| fault(0, format!("cannot open: {e}")))?;
+        let mut r = BufReader::with_capacity(1 << 16, f);
+        let mut buf = Vec::with_capacity(256);
+        loop {
+            buf.clear();
+            let n = r
+                .read_until(b'\n', &mut buf)
+                .map_err(|e| fault(self.file_lines + 1, format!("cannot read: {e}")))?;
+            if n == 0 {
+                return Ok(());
+            }
+            self.lines += 1;
+            self.file_lines += 1;
+            let torn = buf.last() != Some(&b'\n');
+            if let Err(why) = self.add(&buf) {
+                let why = if torn {
+                    format!("{why} (torn last line)")
+                } else {
+                    why
+                };
+                return Err(fault(self.file_lines, why));
+            }
+        }
+    }
+
+    /// Adds one line (its bytes, newline included or not) of the file read last.
+    /// [`Journal::seal`] must follow the last.
     pub fn add(&mut self, raw: &[u8]) -> Result<(), String> {
         let text = std::str::from_utf8(raw).map_err(|_| "not UTF-8".to_string())?;
         let text = text.trim();
@@ -148,7 +196,10 @@ impl Journal {
             booked_at,
             guid,
             core_ref,
-            line: u32::try_from(self.lines.max(1)).map_err(|_| "too many lines")?,
+            // Lines added by hand (no file read) count as the first file's.
+            file: u16::try_from(self.files.len().saturating_sub(1))
+                .map_err(|_| "too many journal files")?,
+            line: u32::try_from(self.file_lines.max(1)).map_err(|_| "too many lines")?,
         });
         Ok(())
     }
@@ -164,39 +215,42 @@ impl Journal {
         &self.text[at as usize..(at + len) as usize]
     }
 
-    /// Sorts the bookings by GUID and merges identical ones; a GUID and core_ref on two lines
-    /// that differ otherwise is the later line's fault (the earliest such line, and why).
-    pub fn seal(&mut self) -> Result<(), (u64, String)> {
+    /// Sorts the bookings by GUID and merges identical ones, across files too; a GUID and
+    /// core_ref on two lines that differ otherwise is the later line's fault (files in the
+    /// order given): the earliest such line, and why.
+    pub fn seal(&mut self) -> Result<(), Fault> {
         let mut entries = std::mem::take(&mut self.entries);
         entries.sort_unstable_by(|a, b| {
-            (self.str(a.guid), self.str(a.core_ref), a.line).cmp(&(
+            (self.str(a.guid), self.str(a.core_ref), a.file, a.line).cmp(&(
                 self.str(b.guid),
                 self.str(b.core_ref),
+                b.file,
                 b.line,
             ))
         });
-        let mut conflict: Option<(u64, String)> = None;
+        let mut conflict: Option<Fault> = None;
         let mut kept: Vec<Entry> = Vec::with_capacity(entries.len());
         for e in entries {
             if let Some(last) = kept.last()
                 && self.str(last.guid) == self.str(e.guid)
                 && self.str(last.core_ref) == self.str(e.core_ref)
             {
+                let here = (usize::from(e.file), u64::from(e.line));
                 if (last.amount, last.booked_at) != (e.amount, e.booked_at)
-                    && conflict
-                        .as_ref()
-                        .is_none_or(|(n, _)| u64::from(e.line) < *n)
+                    && conflict.as_ref().is_none_or(|c| here < (c.file, c.line))
                 {
-                    conflict = Some((
-                        e.line.into(),
-                        format!(
-                            "guid {:?} core_ref {:?} is on line {} with another amount or \
+                    conflict = Some(Fault {
+                        file: here.0,
+                        line: here.1,
+                        why: format!(
+                            "guid {:?} core_ref {:?} is on line {}{} with another amount or \
                              booked_at",
                             self.str(e.guid),
                             self.str(e.core_ref),
-                            last.line
+                            last.line,
+                            self.other_file(last.file, e.file)
                         ),
-                    ));
+                    });
                 }
                 continue;
             }
@@ -205,6 +259,14 @@ impl Journal {
         kept.shrink_to_fit();
         self.entries = kept;
         conflict.map_or(Ok(()), Err)
+    }
+
+    /// ` of FILE` when a conflicting line is in another file than the line it is named on.
+    fn other_file(&self, file: u16, of: u16) -> String {
+        match self.files.get(usize::from(file)) {
+            Some(path) if file != of => format!(" of {}", path.display()),
+            _ => String::new(),
+        }
     }
 
     /// How many distinct bookings (entry indexes run from 0 to this).
@@ -331,5 +393,82 @@ mod tests {
             assert!(j.add(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
         assert!(j.add(b"  \r\n").is_ok());
+    }
+
+    /// Files of the test's own, in a directory of its own under the system's temp dir.
+    fn files(name: &str, contents: &[&str]) -> Vec<PathBuf> {
+        let dir = std::env::temp_dir().join(format!("reconcile-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        contents
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let path = dir.join(format!("day{i}.jsonl"));
+                std::fs::write(&path, text).unwrap();
+                path
+            })
+            .collect()
+    }
+
+    const L2: &str =
+        r#"{"guid":"G1","core_ref":"C2","amount":1500,"booked_at":"2026-12-03T00:00:01Z"}"#;
+
+    #[test]
+    fn a_booking_costs_40_bytes_plus_its_strings_whatever_file_it_is_in() {
+        assert_eq!(std::mem::size_of::<Entry>(), 40);
+    }
+
+    #[test]
+    fn several_files_are_one_journal() {
+        let l1 = std::str::from_utf8(L1).unwrap();
+        // The day before's export repeats G1/C1 (the exports overlap): one booking; G1/C2 in
+        // the second file is the GUID's second booking.
+        let paths = files("one", &[&format!("{l1}\n"), &format!("{l1}\n\n{L2}\n")]);
+        let j = read_all(&paths).unwrap();
+        assert_eq!(j.find("G1"), Some(0..2));
+        assert_eq!(j.booking(1).core_ref, "C2");
+        assert_eq!(j.lines, 4);
+        assert_eq!(
+            j.span.unwrap().1 - j.span.unwrap().0,
+            14 * 3600 + 29 * 60 + 49
+        );
+        // Each file alone: one booking.
+        assert_eq!(read(&paths[1]).unwrap().find("G1"), Some(0..2));
+        assert_eq!(read(&paths[0]).unwrap().find("G1"), Some(0..1));
+    }
+
+    #[test]
+    fn a_conflict_across_files_names_the_later_line_and_the_other_file() {
+        let l1 = std::str::from_utf8(L1).unwrap();
+        let other = l1.replace("1500", "1501");
+        let paths = files(
+            "conflict",
+            &[&format!("{l1}\n"), &format!("{L2}\n{other}\n")],
+        );
+        let e = read_all(&paths).unwrap_err();
+        assert_eq!((e.file.as_path(), e.line), (paths[1].as_path(), Some(2)));
+        assert!(
+            e.why
+                .contains(&format!("on line 1 of {}", paths[0].display())),
+            "{e}"
+        );
+        // A bad line after the conflict: the conflict, earlier, is named.
+        let paths = files(
+            "conflict-first",
+            &[&format!("{l1}\n{other}\n"), "{\"guid\":\n"],
+        );
+        let e = read_all(&paths).unwrap_err();
+        assert_eq!((e.file.as_path(), e.line), (paths[0].as_path(), Some(2)));
+        assert!(e.why.contains("on line 1 with"), "{e}");
+        // A bad line before it: the bad line.
+        let paths = files("bad-first", &["x\n", &format!("{l1}\n{other}\n")]);
+        let e = read_all(&paths).unwrap_err();
+        assert_eq!((e.file.as_path(), e.line), (paths[0].as_path(), Some(1)));
+        // A file that is not there is named, without a line.
+        let mut paths = files("gone", &[&format!("{l1}\n")]);
+        paths.push(paths[0].with_file_name("nowhere.jsonl"));
+        let e = read_all(&paths).unwrap_err();
+        assert_eq!((e.file.as_path(), e.line), (paths[1].as_path(), None));
+        assert!(e.to_string().contains("nowhere.jsonl: cannot open"), "{e}");
     }
 }

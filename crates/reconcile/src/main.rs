@@ -1,6 +1,7 @@
 //! `reconcile`: the ledger against the core's booking journal (CONTRACT §10). Reads the
-//! ledger read-only (no schema, no write, no core call) and the journal as a stream; prints
-//! one line per break and a summary line, or one JSON object with `--json`.
+//! ledger read-only (no schema, no write, no core call) and the journal (one file or several,
+//! read as one) as a stream; prints one line per break and a summary line, or one JSON object
+//! with `--json`.
 //!
 //! Exit codes: 0 no break, 1 at least one break, 2 bad flags (or a window that cannot be
 //! made), 3 the journal or the ledger cannot be read (one line on stderr naming it).
@@ -36,9 +37,11 @@ struct Args {
     #[command(flatten)]
     ledger: DbFlag,
     /// The core's booking journal: one JSON object a line,
-    /// {"guid","core_ref","amount","booked_at"}.
-    #[arg(long, env = "RECONCILE_JOURNAL")]
-    journal: PathBuf,
+    /// {"guid","core_ref","amount","booked_at"}. May be given more than once (several days'
+    /// exports, read as one journal): a GUID the core booked again on another day is then seen
+    /// booked twice. The environment twin names one file.
+    #[arg(long, env = "RECONCILE_JOURNAL", required = true)]
+    journal: Vec<PathBuf>,
     /// Start of the window (RFC 3339 with an offset, included); default: the journal's
     /// earliest booked_at.
     #[arg(long, env = "RECONCILE_FROM", value_parser = rfc3339)]
@@ -87,7 +90,7 @@ fn unreadable(message: &str) -> u8 {
 }
 
 fn run(args: Args, counts: &mut cli::RunCounts) -> u8 {
-    let journal = match journal::read(&args.journal) {
+    let journal = match journal::read_all(&args.journal) {
         Ok(j) => j,
         Err(e) => return unreadable(&e.to_string()),
     };

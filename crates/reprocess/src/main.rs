@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::{DryRun, EXIT_FATAL, print_report};
 use engine::batch::{self, ReprocessError};
-use log::Level;
 
 /// Resends FAILED rows with rsp_code E902 and fewer than --max-attempts attempts.
 #[derive(Parser, Debug)]
@@ -76,9 +75,9 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
             Err(anyhow::Error::new(e).context(format!("ledger {}", db)))
         }
         Err(e @ ReprocessError::WrongCore(_)) => {
-            // A core that does not know our bookings: the settings look wrong.
-            cli::stderr_line("reprocess", Level::Error, &e.to_string());
-            Ok(EXIT_FATAL)
+            // A core that does not know our bookings: the settings look wrong. With --json,
+            // the failure object says so on stdout too.
+            Ok(cli::refuse_run("reprocess", &e.to_string(), EXIT_FATAL))
         }
     }
 }

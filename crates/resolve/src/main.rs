@@ -110,9 +110,10 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
         }
         Err(e @ ResolveError::Canary { not_found, .. }) => {
             // A core that does not know our bookings: the settings look wrong (1). A core
-            // that could not answer: a later run may do the work (3).
-            cli::stderr_line("resolve", Level::Error, &e.to_string());
-            Ok(if not_found { EXIT_FATAL } else { EXIT_LEFT })
+            // that could not answer: a later run may do the work (3). Either way a script
+            // reading --json gets its one object, saying why nothing changed.
+            let code = if not_found { EXIT_FATAL } else { EXIT_LEFT };
+            Ok(cli::refuse_run("resolve", &e.to_string(), code))
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!("ledger {}", db))),
     }

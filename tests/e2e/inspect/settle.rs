@@ -2,16 +2,20 @@
 //! relay. `--booked` makes it DONE/0000 with the reply resolve would have built from the
 //! booking (a resend then gets exactly that reply, and resolve leaves the row alone);
 //! `--not-booked` makes it FAILED/E902 only while the core's inquiry answers 404 (then
-//! reprocess books it, once), unless `--force`. Only from UNKNOWN, or SENT unchanged for the
-//! stale-sent floor; one guarded statement; `--dry-run` writes nothing; the history names the
-//! operator and the reason.
+//! reprocess books it, once), unless `--force`, and only for a row unchanged for `--min-age`
+//! (300 s by default). Only from UNKNOWN, or SENT unchanged for the stale-sent floor; one
+//! guarded statement; `--dry-run` writes nothing; the history names the operator and the
+//! reason.
 //!
 //! What the tests share is here; the tests, by what they settle: `booked`, `not_booked`,
-//! which rows (`rows`), and `--dry-run` and the flags (`usage`).
+//! which rows (`rows`), how old a row must be for `--not-booked` (`min_age`), and `--dry-run`
+//! and the flags (`usage`).
 
 // Paths relative to this file's folder, as in `inspect.rs`.
 #[path = "settle/booked.rs"]
 mod booked;
+#[path = "settle/min_age.rs"]
+mod min_age;
 #[path = "settle/not_booked.rs"]
 mod not_booked;
 #[path = "settle/rows.rs"]

@@ -7,6 +7,7 @@
 
 mod admin_port;
 pub(crate) mod build_info;
+mod cn_dash;
 mod frames;
 mod group_commit;
 mod http;
@@ -19,11 +20,15 @@ mod late_replies;
 mod late_results;
 mod ledger_errors;
 mod limits;
+mod log_injection;
 pub(crate) mod metrics;
 mod notify;
+mod postinst;
 mod reasons;
 mod recovery;
 mod replies;
 mod start;
 pub(crate) mod tls;
 mod tls_channel;
+mod tls_revoke;
+mod tls_timeouts;

@@ -173,3 +173,19 @@ pub fn one_line_refusal(r: &Run, want: &[&str]) {
         assert!(r.stderr().contains(w), "{w:?} in {}", r.stderr());
     }
 }
+
+/// Asserts that `r` (a run of `tool` with `--json`) exited `exit` and printed exactly one JSON
+/// object on stdout, one line, naming the tool and that exit code (`exit_code`), as every run
+/// with `--json` does, a failed one included; returns it.
+#[track_caller]
+pub fn assert_one_json_object(r: &Run, tool: &str, exit: u8) -> Value {
+    r.expect_code(exit);
+    let out = r.stdout();
+    assert_eq!(out.lines().count(), 1, "{:?}: one line: {out:?}", r.argv);
+    let v: Value = serde_json::from_str(out)
+        .unwrap_or_else(|e| panic!("{:?}: not one JSON object ({e}): {out:?}", r.argv));
+    assert!(v.is_object(), "{:?}: {v}", r.argv);
+    assert_eq!(v["tool"], tool, "{:?}: {v}", r.argv);
+    assert_eq!(v["exit_code"], exit, "{:?}: {v}", r.argv);
+    v
+}

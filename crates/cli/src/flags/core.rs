@@ -3,9 +3,14 @@
 //! says in its own words what a timeout costs it, so the clap structs are made per tool by
 //! [`core_flags!`](crate::core_flags); what they hold is handed over as a [`Core`].
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::TypedValueParser;
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{Arg, Command};
 use core_client::tls::TlsFiles;
 use core_client::{BadCoreUrl, CoreClient};
 
@@ -49,10 +54,83 @@ impl Core {
     }
 }
 
+/// `url` with everything before its last `@` (after the scheme) shown as `***`, if it holds
+/// an `@` at all; `None` if it does not. Any `@` counts, not only one in the authority: a
+/// password holding `/` or `?` (`http://svc:p/w@core`) ends the authority early, and the
+/// URL parser's error would then quote the rest of the password.
+pub fn masked_userinfo(url: &str) -> Option<String> {
+    let at = url.rfind('@')?;
+    let scheme = url
+        .find("://")
+        .filter(|&i| i < at)
+        .map_or("", |i| &url[..i + 3]);
+    Some(format!("{scheme}***{}", &url[at..]))
+}
+
+/// `--core`'s value parser: the URL as given, unless it holds credentials
+/// (`http://svc:pw@core`). ureq would send them as HTTP Basic authentication, and the URL is
+/// shown in log lines, start-up errors and the wrappers' lines, so a password there leaks
+/// wherever the URL goes. Refused with a usage error naming the flag (or the environment
+/// variable that gave the value) that never quotes the password, as clap's own error would:
+/// everything before the last `@` is masked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CoreUrl;
+
+impl TypedValueParser for CoreUrl {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &Command,
+        arg: Option<&Arg>,
+        value: &OsStr,
+    ) -> Result<String, clap::Error> {
+        self.parse_ref_(cmd, arg, value, ValueSource::CommandLine)
+    }
+
+    fn parse_ref_(
+        &self,
+        cmd: &Command,
+        arg: Option<&Arg>,
+        value: &OsStr,
+        source: ValueSource,
+    ) -> Result<String, clap::Error> {
+        let flag = arg
+            .and_then(Arg::get_long)
+            .map_or_else(|| "--core".to_string(), |l| format!("--{l}"));
+        // Which name the operator has to look for: the variable, when it gave the value.
+        let named = match (source, arg.and_then(Arg::get_env)) {
+            (ValueSource::EnvVariable, Some(var)) => {
+                format!("{} (it stands for {flag})", var.to_string_lossy())
+            }
+            _ => format!("'{flag}'"),
+        };
+        let refuse = |message: String| {
+            let mut cmd = cmd.clone();
+            Err(cmd.error(ErrorKind::ValueValidation, message))
+        };
+        let Some(url) = value.to_str() else {
+            return refuse(format!("invalid value for {named}: not UTF-8"));
+        };
+        match masked_userinfo(url) {
+            None => Ok(url.to_string()),
+            Some(shown) => refuse(format!(
+                "invalid value '{shown}' for {named}: credentials do not belong in the core's \
+                 URL (user:password@ is sent as HTTP Basic authentication and would show \
+                 wherever the URL is logged); give the URL without them, and have the core \
+                 authenticate the relay by a TLS client certificate (--core-cert and \
+                 --core-key, over https://)"
+            )),
+        }
+    }
+}
+
 /// Declares, in the calling module, the clap structs of the flags naming the core, their
 /// environment twins named with `env` (`"RELAY_"`: `RELAY_CORE`, `RELAY_CORE_CA`, …):
 ///
-/// - `CoreFlags`: `--core` (its help the first doc comment given), `--core-ca`,
+/// - `CoreFlags`: `--core` (its help the first doc comment given; a URL with credentials
+///   refused by [`CoreUrl`], and its environment twin's value never shown in `--help`, where
+///   clap would print it), `--core-ca`,
 ///   `--core-cert` and `--core-key` (each of the last two requires the other);
 /// - `CoreTimeouts`: `--connect-timeout-ms` (default 1000) and `--read-timeout-ms` (default
 ///   5000), each at least 1, their help the doc comments given.
@@ -83,7 +161,8 @@ macro_rules! core_flags {
         #[derive(clap::Args, Debug)]
         struct CoreFlags {
             $(#[$core])*
-            #[arg(long, env = concat!($prefix, "CORE"), default_value = "http://127.0.0.1:9201")]
+            #[arg(long, env = concat!($prefix, "CORE"), default_value = "http://127.0.0.1:9201",
+                  value_parser = $crate::flags::CoreUrl, hide_env_values = true)]
             core: String,
             /// For an https:// core: trust the certificates in this PEM file instead of the
             /// system's root certificates.
@@ -123,4 +202,74 @@ macro_rules! core_flags {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::masked_userinfo;
+
+    crate::core_flags! {
+        env = "CORE_URL_TEST_";
+        core;
+        connect_timeout_ms;
+        read_timeout_ms;
+    }
+
+    #[derive(Parser, Debug)]
+    struct Args {
+        #[command(flatten)]
+        core: CoreFlags,
+        #[command(flatten)]
+        timeouts: CoreTimeouts,
+    }
+
+    #[test]
+    fn a_url_with_credentials_is_masked_up_to_its_last_at() {
+        let cases = [
+            ("http://svc:Xq9@core:9201/v1", "http://***@core:9201/v1"),
+            ("https://Xq9@core", "https://***@core"),
+            ("http://svc:Xq9/se@core", "http://***@core"),
+            ("http://svc:Xq9@se@core", "http://***@core"),
+            ("svc:Xq9@core", "***@core"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(masked_userinfo(url).as_deref(), Some(shown), "{url}");
+        }
+        assert_eq!(masked_userinfo("http://127.0.0.1:9201"), None);
+    }
+
+    #[test]
+    fn credentials_in_core_are_a_usage_error_that_does_not_show_them() {
+        for url in [
+            "http://svc:Xq9@127.0.0.1:1",
+            "http://svc:p/Xq9@core:80/v1",
+            "https://Xq9@core",
+            "svc:Xq9@core",
+        ] {
+            let e = crate::try_parse_from::<Args, _, _>(["t", "--core", url]).unwrap_err();
+            let text = e.to_string();
+            assert_eq!(e.exit_code(), 2, "{text}");
+            assert!(!text.contains("Xq9"), "{text}");
+            assert!(
+                text.contains("for '--core'") && text.contains("--core-cert and --core-key"),
+                "{text}"
+            );
+        }
+        let a: Args = crate::try_parse_from(["t", "--core", "https://core:8443/v1"]).unwrap();
+        assert_eq!(a.core.with(&a.timeouts).url, "https://core:8443/v1");
+        let a: Args = crate::try_parse_from(["t"]).unwrap();
+        assert_eq!(a.core.with(&a.timeouts).url, "http://127.0.0.1:9201");
+    }
+
+    #[test]
+    fn the_environment_twin_s_value_is_never_shown_in_help() {
+        let cmd = Args::command();
+        let core = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some("core"))
+            .expect("--core");
+        assert!(core.is_hide_env_values_set());
+    }
 }

@@ -6,7 +6,7 @@ mod batch;
 mod core;
 mod tool;
 
-pub use self::core::Core;
+pub use self::core::{Core, CoreUrl, masked_userinfo};
 pub use self::tool::{JsonFlag, batch_access};
 #[doc(hidden)]
 pub use anyhow;

@@ -10,12 +10,12 @@ mod head;
 mod mapping;
 
 use std::io::{BufReader, Read, Write};
-use std::net::TcpStream;
 use std::time::Instant;
 
 use self::answer::Answer;
 use self::head::{BadHead, BodyLen, Head, MAX_BODY, body_len, read_body, read_head};
 use super::frames::ConnEnd;
+use super::registry::Conn;
 use super::{Door, Shared, log_answer, log_request};
 use crate::metrics::metrics;
 use crate::transfer;
@@ -27,23 +27,25 @@ struct Ctx<'a> {
     channel: Option<&'a str>,
 }
 
-/// Reads requests from `reader` (over `sock`) and answers each in turn, until the channel
-/// closes or asks to, a request is bad or late, or the relay stops.
+/// Reads requests from `reader` (over `conn`'s socket) and answers each in turn, until the
+/// channel closes or asks to, a request is bad or late, the relay stops, or a reload refuses
+/// the channel's certificate.
 pub(super) fn serve_http<S: Read + Write>(
     shared: &Shared,
-    sock: &TcpStream,
+    conn: &Conn<'_>,
     reader: &mut BufReader<S>,
-    channel: Option<&str>,
 ) -> Result<(), ConnEnd> {
     let cfg = &shared.config;
-    let peer = super::peer_label(sock);
+    let peer = super::peer_label(conn.entry);
     let ctx = Ctx {
         shared,
         peer: &peer,
-        channel,
+        channel: conn.channel,
     };
+    let clock = conn.clock;
     loop {
-        let (head, deadline) = match read_head(reader, sock, cfg.idle_timeout, cfg.frame_timeout) {
+        let (head, deadline) = match read_head(reader, clock, cfg.idle_timeout, cfg.frame_timeout) {
+            Ok(Some(_)) if conn.refused() => return Ok(()),
             Ok(Some(read)) => read,
             Ok(None) => return Ok(()),
             Err(BadHead::End(end)) => return Err(end),
@@ -75,12 +77,12 @@ pub(super) fn serve_http<S: Read + Write>(
                         if n > 0 && head.expects_continue() {
                             continue_now(reader.get_mut())?;
                         }
-                        Some(read_body(reader, sock, n, deadline)?)
+                        Some(read_body(reader, clock, n, deadline)?)
                     }
                     _ => None,
                 };
                 let a = route(&ctx, &head, body.as_deref(), started);
-                (a, !head.keep_alive() || shared.stopping())
+                (a, !head.keep_alive() || shared.stopping() || conn.refused())
             }
         };
         // A HEAD's answer is its head alone (RFC 9110 §9.3.2): §9 answers it 405.

@@ -9,6 +9,8 @@ use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, OtherError};
 
+use crate::metrics::ANONYMOUS;
+
 /// Longest channel identity accepted.
 pub const MAX_CHANNEL_LEN: usize = 64;
 
@@ -32,7 +34,9 @@ impl From<BadSubject> for rustls::Error {
 }
 
 /// The channel named by `cert`: its subject's one CN, 1–64 visible ASCII characters (no
-/// space), so that it prints as one token in the log and in a metric label.
+/// space), so that it prints as one token in the log and in a metric label; and not `-`,
+/// which is how the log, the metrics and `inspect` show an anonymous connection: a channel
+/// named so would pass for anonymous wherever its requests are counted or read.
 pub fn channel_of(cert: &CertificateDer<'_>) -> Result<String, BadSubject> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
         .map_err(|e| BadSubject(format!("not an X.509 certificate: {e}")))?;
@@ -49,6 +53,11 @@ pub fn channel_of(cert: &CertificateDer<'_>) -> Result<String, BadSubject> {
     if cn.is_empty() || cn.len() > MAX_CHANNEL_LEN || !cn.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(BadSubject(format!(
             "common name {cn:?}: a channel is 1-{MAX_CHANNEL_LEN} visible ASCII characters"
+        )));
+    }
+    if cn == ANONYMOUS {
+        return Err(BadSubject(format!(
+            "common name {cn:?}: \"{ANONYMOUS}\" stands for an anonymous channel"
         )));
     }
     Ok(cn.to_string())
@@ -132,11 +141,19 @@ mod tests {
             channel_of(&leaf(&pki.client("branch-7"))),
             Ok("branch-7".into())
         );
+        // A dash inside a name is an ordinary character; only the whole name `-` is taken.
+        assert_eq!(channel_of(&leaf(&pki.client("--"))), Ok("--".into()));
         for bad in [
             pki.client_with_cns(&[]),
             pki.client_with_cns(&["a", "b"]),
             pki.client("two words"),
             pki.client(&"x".repeat(MAX_CHANNEL_LEN + 1)),
+            pki.client(ANONYMOUS),
+            pki.client(""),
+            pki.client("tab\there"),
+            pki.client("new\nline"),
+            pki.client("esc\u{1b}[2K"),
+            pki.client("caf\u{e9}"),
         ] {
             let err = channel_of(&leaf(&bad)).expect_err("not a channel");
             // What the handshake's refusal is counted under.

@@ -14,6 +14,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::ClientCertVerifier;
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{RootCertStore, ServerConfig};
 
@@ -70,6 +71,18 @@ pub(crate) struct Loaded {
     pub config: Arc<ServerConfig>,
     /// The server certificate's notAfter, Unix seconds.
     pub not_after: i64,
+    /// With `--client-ca`: the verifier `config` checks client certificates with, for
+    /// checking again, after a reload, those of the connections already open.
+    pub verifier: Option<Arc<dyn ClientCertVerifier>>,
+    /// With `--client-crl`: when its lists are due to be replaced.
+    pub crl: Option<CrlDue>,
+}
+
+/// When the revocation lists of `--client-crl` are due to be replaced: the earliest
+/// nextUpdate among them, Unix seconds (`None`: none has one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CrlDue {
+    pub next_update: Option<i64>,
 }
 
 /// The one TLS stack of the workspace: rustls with ring.
@@ -103,26 +116,32 @@ pub(crate) fn load(files: &ListenerTls) -> Result<Loaded, TlsError> {
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(rustls::ALL_VERSIONS)
         .map_err(|e| TlsError::Config(e.to_string()))?;
-    let builder = match &files.client_ca {
-        None => builder.with_no_client_auth(),
+    let (builder, verifier, crl) = match &files.client_ca {
+        None => (builder.with_no_client_auth(), None, None),
         Some(ca) => {
-            let verifier = client_verifier(ca, files.client_crl.as_deref(), provider)?;
-            builder.with_client_cert_verifier(Arc::new(ChannelVerifier::new(verifier)))
+            let (webpki, crl) = client_verifier(ca, files.client_crl.as_deref(), provider)?;
+            let verifier: Arc<dyn ClientCertVerifier> = Arc::new(ChannelVerifier::new(webpki));
+            let builder = builder.with_client_cert_verifier(Arc::clone(&verifier));
+            (builder, Some(verifier), crl)
         }
     };
     let config = builder.with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
     Ok(Loaded {
         config: Arc::new(config),
         not_after,
+        verifier,
+        crl,
     })
 }
 
-/// `--client-ca` (and `--client-crl`): rustls' WebPKI verifier over those CAs.
+/// `--client-ca` (and `--client-crl`): rustls' WebPKI verifier over those CAs, and when the
+/// lists are due to be replaced. A list past its nextUpdate is still used (rustls ignores
+/// the date unless told otherwise, and we keep it so): the relay warns instead.
 fn client_verifier(
     ca: &Path,
     crl: Option<&Path>,
     provider: Arc<CryptoProvider>,
-) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+) -> Result<(Arc<dyn ClientCertVerifier>, Option<CrlDue>), TlsError> {
     let certs = certificates("--client-ca", ca)?;
     let mut roots = RootCertStore::empty();
     for (i, cert) in certs.iter().enumerate() {
@@ -135,6 +154,7 @@ fn client_verifier(
         })?;
     }
     let mut builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+    let mut due = None;
     if let Some(crl) = crl {
         let lists = CertificateRevocationListDer::pem_file_iter(crl)
             .and_then(|l| l.collect::<Result<Vec<_>, _>>())
@@ -146,15 +166,40 @@ fn client_verifier(
                 "no PEM revocation list (-----BEGIN X509 CRL-----) in the file".into(),
             ));
         }
+        due = Some((crl, crl_due(&lists)));
         builder = builder.with_crls(lists);
     }
-    builder.build().map_err(|e| {
+    let verifier = builder.build().map_err(|e| {
         let (flag, path) = match crl {
             Some(crl) => ("--client-crl", crl),
             None => ("--client-ca", ca),
         };
         file_err(flag, path, e.to_string())
-    })
+    })?;
+    // After rustls' own reading of the lists, so that a bad one is told as before.
+    let due = due
+        .map(|(crl, due)| due.map_err(|why| file_err("--client-crl", crl, why)))
+        .transpose()?;
+    Ok((verifier, due))
+}
+
+/// The earliest nextUpdate of `lists`.
+fn crl_due(lists: &[CertificateRevocationListDer<'_>]) -> Result<CrlDue, String> {
+    let mut next_update: Option<i64> = None;
+    for (i, list) in lists.iter().enumerate() {
+        let (_, parsed) = x509_parser::parse_x509_crl(list.as_ref()).map_err(|e| {
+            format!(
+                "revocation list {} of {}: not an X.509 CRL: {e}",
+                i + 1,
+                lists.len()
+            )
+        })?;
+        if let Some(t) = parsed.next_update() {
+            let t = t.timestamp();
+            next_update = Some(next_update.map_or(t, |n| n.min(t)));
+        }
+    }
+    Ok(CrlDue { next_update })
 }
 
 fn file_err(flag: &'static str, path: &Path, why: String) -> TlsError {
@@ -211,6 +256,34 @@ mod tests {
             .unwrap()
             .as_secs() as i64;
         assert!(loaded.not_after > now, "{} vs {now}", loaded.not_after);
+    }
+
+    /// What a reload checks the open connections with, and when the list is due.
+    #[test]
+    fn with_a_client_ca_and_a_list_the_verifier_and_the_next_update_are_kept() {
+        let pki = Pki::new("test CA");
+        let s = pki.server(&["localhost"]);
+        let mut with_ca = files(&s.cert, &s.key);
+        with_ca.client_ca = Some(pki.ca().to_path_buf());
+        let loaded = load(&with_ca).expect("loads");
+        assert!(loaded.verifier.is_some());
+        assert_eq!(loaded.crl, None);
+        with_ca.client_crl = Some(pki.crl(&[]));
+        let loaded = load(&with_ca).expect("loads");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        // testkit's lists are due a day after they are made.
+        let next = loaded
+            .crl
+            .and_then(|c| c.next_update)
+            .expect("a nextUpdate");
+        assert!(
+            (now + 86000..=now + 86400).contains(&next),
+            "{next} vs {now}"
+        );
+        assert!(load(&files(&s.cert, &s.key)).unwrap().verifier.is_none());
     }
 
     #[test]

@@ -11,7 +11,7 @@ fn not_booked_while_the_core_answers_404_then_reprocess_books_it_once() {
     let s = Scene::new()
         .core(&[])
         .relay(&[])
-        .row(RowSpec::unknown(&m).age(OLD))
+        .row(RowSpec::unknown(&m).age(HOUR))
         .build();
     booked_canary(&s, "G-ST-NOT-CANARY");
     assert_eq!(s.core().inquiry("G-ST-NOT"), None, "never booked");
@@ -28,7 +28,7 @@ fn not_booked_while_the_core_answers_404_then_reprocess_books_it_once() {
     assert_eq!(
         r.stdout(),
         "settle G-ST-NOT: UNKNOWN -> FAILED/E902 (if state UNKNOWN, attempts 1, unchanged for \
-         60 s), by operator:carol, reason: core ops: never arrived (ticket 7)\n\
+         300 s), by operator:carol, reason: core ops: never arrived (ticket 7)\n\
          inquiry: 404 (never booked)\n\
          reply: E902 (header only)\n\
          written\n"
@@ -60,8 +60,8 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
     let s = Scene::new()
         .core(&[])
         .rows([
-            RowSpec::unknown(&m).age(OLD),
-            RowSpec::unknown(&down).age(OLD),
+            RowSpec::unknown(&m).age(HOUR),
+            RowSpec::unknown(&down).age(HOUR),
         ])
         .build();
     s.core().book(&m);
@@ -163,8 +163,8 @@ fn not_booked_believes_a_404_only_from_the_core_that_knows_our_bookings() {
     let s = Scene::new()
         .core(&[])
         .rows([
-            RowSpec::unknown(&lost).age(OLD),
-            RowSpec::unknown(&never).age(OLD),
+            RowSpec::unknown(&lost).age(HOUR),
+            RowSpec::unknown(&never).age(HOUR),
         ])
         .build();
     booked_canary(&s, "G-CN-CANARY");
@@ -254,7 +254,7 @@ fn not_booked_without_a_booking_in_the_ledger_is_refused_unless_forced() {
     let m = msg("G-NC-A", 95, "");
     let s = Scene::new()
         .core(&[])
-        .row(RowSpec::unknown(&m).age(OLD))
+        .row(RowSpec::unknown(&m).age(HOUR))
         .build();
     let core = s.core().url();
     let before = rows_by_guid(&s.db);

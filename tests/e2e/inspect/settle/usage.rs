@@ -10,7 +10,7 @@ fn dry_run_shows_the_change_and_writes_nothing() {
     let b = msg("G-DR-B", 71, "");
     let s = Scene::new()
         .core(&[])
-        .rows([RowSpec::unknown(&a).age(OLD), RowSpec::sent(&b).age(OLD)])
+        .rows([RowSpec::unknown(&a).age(OLD), RowSpec::sent(&b).age(HOUR)])
         .build();
     booked_canary(&s, "G-DR-CANARY");
     let core = s.core().url();
@@ -57,7 +57,12 @@ fn dry_run_shows_the_change_and_writes_nothing() {
             &j["rsp_code"],
             &j["unchanged_for_secs"]
         ),
-        (&json!("SENT"), &json!("FAILED"), &json!("E902"), &json!(60)),
+        (
+            &json!("SENT"),
+            &json!("FAILED"),
+            &json!("E902"),
+            &json!(300)
+        ),
         "{j}"
     );
     assert_eq!(

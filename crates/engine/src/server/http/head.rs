@@ -2,10 +2,10 @@
 //! `httparse`) and a `Content-Length` body, and nothing the relay does not take.
 
 use std::io::{self, BufRead, BufReader, Read};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use super::super::frames::{ConnEnd, Deadline, is_timeout};
+use super::super::clock::{Clock, await_request};
+use super::super::frames::{ConnEnd, is_timeout};
 
 /// The longest request head read: a larger one is refused (431) and the connection closed.
 pub(super) const MAX_HEAD: usize = 16 * 1024;
@@ -72,35 +72,28 @@ pub(super) enum BadHead {
     TooLarge,
 }
 
-/// Reads one request head from `r` (over `sock`). `Ok(None)`: the channel closed cleanly
-/// between requests. The idle timeout runs until the first byte; from then on the request
-/// has until the returned deadline (`frame`), which also bounds its body.
+/// Reads one request head from `r`, a reader over the connection's socket whose reads
+/// `clock` bounds. `Ok(None)`: the channel closed cleanly between requests. The idle timeout
+/// runs until the first byte; from then on the request has until the returned deadline
+/// (`frame`), which also bounds its body.
 pub(super) fn read_head<R: Read>(
     r: &mut BufReader<R>,
-    sock: &TcpStream,
+    clock: &Clock,
     idle: Duration,
     frame: Duration,
 ) -> Result<Option<(Head, Instant)>, BadHead> {
-    if r.buffer().is_empty() {
-        sock.set_read_timeout(Some(idle))
-            .map_err(|e| BadHead::End(ConnEnd::Io(e)))?;
-        loop {
-            match r.fill_buf() {
-                Ok([]) => return Ok(None),
-                Ok(_) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-                Err(e) if is_timeout(&e) => return Err(BadHead::End(ConnEnd::Idle)),
-                Err(e) => return Err(BadHead::End(ConnEnd::Io(e))),
-            }
-        }
+    match await_request(r, clock, idle) {
+        Ok(true) => {}
+        Ok(false) => return Ok(None),
+        Err(end) => return Err(BadHead::End(end)),
     }
     let at = Instant::now() + frame;
+    clock.until(at);
     let mut raw = Vec::with_capacity(512);
     loop {
         // What the reader holds (refilled by `at` when empty), taken up to the head's end:
         // the body and any pipelined request stay in the reader.
-        let chunk = match fill_by(r, sock, at) {
+        let chunk = match r.fill_buf() {
             Ok([]) => return Err(BadHead::End(ConnEnd::EofMidFrame)),
             Ok(chunk) => chunk,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -123,23 +116,6 @@ pub(super) fn read_head<R: Read>(
             return parse(&raw).map(|h| Some((h, at)));
         }
     }
-}
-
-/// The reader's buffered bytes, read from `sock` with the time left until `at` if there are
-/// none (as `Deadline` reads).
-fn fill_by<'r, R: Read>(
-    r: &'r mut BufReader<R>,
-    sock: &TcpStream,
-    at: Instant,
-) -> io::Result<&'r [u8]> {
-    if r.buffer().is_empty() {
-        let left = at.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::ErrorKind::TimedOut.into());
-        }
-        sock.set_read_timeout(Some(left))?;
-    }
-    r.fill_buf()
 }
 
 fn end_of(e: io::Error) -> ConnEnd {
@@ -212,19 +188,12 @@ pub(super) fn body_len(head: &Head) -> BodyLen {
 /// Reads a body of `len` bytes by `at`.
 pub(super) fn read_body<R: Read>(
     r: &mut BufReader<R>,
-    sock: &TcpStream,
+    clock: &Clock,
     len: usize,
     at: Instant,
 ) -> Result<Vec<u8>, ConnEnd> {
     let mut body = vec![0u8; len];
-    // The HTTP door sets its idle timeout before every request: nothing to keep track of.
-    let mut changed = false;
-    let mut by = Deadline {
-        r,
-        sock,
-        at,
-        idle_set: &mut changed,
-    };
-    by.read_exact(&mut body).map_err(end_of)?;
+    clock.until(at);
+    r.read_exact(&mut body).map_err(end_of)?;
     Ok(body)
 }

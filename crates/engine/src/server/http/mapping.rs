@@ -2,7 +2,9 @@
 //! `Idempotency-Key` structured-field string, the fields from the JSON body. Whatever breaks
 //! a rule is an `E900` whose detail names the field.
 
-use serde::Deserialize;
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 use super::head::Head;
@@ -58,25 +60,77 @@ fn sf_string(value: &[u8]) -> Option<String> {
 }
 
 /// The body's members, each kept as the JSON value it was (so that a wrong type or a `null`
-/// is refused naming its member); unknown and repeated members are refused by serde.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// is refused naming its member).
+#[derive(Default)]
 struct Body {
-    #[serde(default, deserialize_with = "present")]
     tx_code: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
     from_account: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
     to_account: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
     amount: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
     memo: Option<Value>,
 }
 
-/// A member that is there, whatever its value (`null` included).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
+/// The longest part of an unknown member's name that a detail shows.
+const MAX_NAME_SHOWN: usize = 32;
+
+impl Body {
+    /// The body of `members`, or the detail of the first unknown or repeated member. An
+    /// unknown name is the client's text: the detail shows at most its first 32 characters,
+    /// quoted and escaped (`"x\nWARN…"`), since it goes back in the answer and into the log.
+    fn of(members: Vec<(String, Value)>) -> Result<Body, String> {
+        let mut b = Body::default();
+        for (name, value) in members {
+            let slot = match name.as_str() {
+                "tx_code" => &mut b.tx_code,
+                "from_account" => &mut b.from_account,
+                "to_account" => &mut b.to_account,
+                "amount" => &mut b.amount,
+                "memo" => &mut b.memo,
+                _ => return Err(format!("body: unknown member {}", shown(&name))),
+            };
+            if slot.replace(value).is_some() {
+                return Err(format!("{name}: repeated member"));
+            }
+        }
+        Ok(b)
+    }
+}
+
+/// An unknown member's name as a detail shows it: quoted, cut to `MAX_NAME_SHOWN`
+/// characters (then `…`), controls and quotes escaped as Rust's `escape_debug` does.
+fn shown(name: &str) -> String {
+    let cut: String = name.chars().take(MAX_NAME_SHOWN).collect();
+    let more = if cut.len() < name.len() { "…" } else { "" };
+    format!("\"{}\"{more}", cut.escape_debug())
+}
+
+/// A JSON object's members in their order, repeated ones included: serde's derived structs
+/// would name an unknown member in full in their error, and a map would keep one of two
+/// repeated members silently.
+struct Members(Vec<(String, Value)>);
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Members, D::Error> {
+        d.deserialize_map(MembersVisitor)
+    }
+}
+
+struct MembersVisitor;
+
+impl<'de> Visitor<'de> for MembersVisitor {
+    type Value = Members;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+        let mut members = Vec::new();
+        while let Some(member) = map.next_entry::<String, Value>()? {
+            members.push(member);
+        }
+        Ok(Members(members))
+    }
 }
 
 /// The request message for `guid` and the JSON `body`.
@@ -89,7 +143,9 @@ pub(super) fn message(guid: &str, body: &[u8]) -> Result<Vec<u8>, Malformed> {
     if body.trim_ascii_start().first() != Some(&b'{') {
         return Err(bad("body: must be a JSON object".into()));
     }
-    let b: Body = serde_json::from_slice(body).map_err(|e| bad(format!("body: {e}")))?;
+    // serde_json's own errors (syntax, depth, trailing characters) say where, never what.
+    let members: Members = serde_json::from_slice(body).map_err(|e| bad(format!("body: {e}")))?;
+    let b = Body::of(members.0).map_err(bad)?;
     match &b.tx_code {
         None => {}
         Some(Value::String(c)) if c == TX_TRNF => {}
@@ -173,11 +229,11 @@ mod tests {
         let cases = [
             (
                 r#"{"from_account":"00000000000001","to_account":"00000000000002","amount":1500,"amount":1500}"#,
-                "duplicate field `amount`",
+                "amount: repeated member",
             ),
             (
                 r#"{"from_account":"00000000000001","to_account":"00000000000002","amount":1500,"x":1}"#,
-                "unknown field `x`",
+                "body: unknown member \"x\"",
             ),
             (
                 r#"{"from_account":null,"to_account":"00000000000002","amount":1500}"#,
@@ -231,5 +287,26 @@ mod tests {
                 .detail
                 .starts_with("memo:")
         );
+    }
+
+    #[test]
+    fn an_unknown_member_is_shown_cut_and_escaped() {
+        let acct = r#""from_account":"00000000000001","to_account":"00000000000002","amount":1"#;
+        let forged = format!(r#"{{{acct},"x\nWARN engine::double_booking fake\u001b[2K":1}}"#);
+        let detail = message("G1", forged.as_bytes()).unwrap_err().detail;
+        assert!(
+            detail.starts_with(r#"body: unknown member "x\nWARN engine::double_booking fa"…"#),
+            "{detail}"
+        );
+        assert!(!detail.contains(|c: char| c.is_control()), "{detail:?}");
+        assert!(!detail.contains("fake"), "{detail}");
+        // Quotes, C1 controls and line separators are escaped too; a short name is whole.
+        let odd = format!(r#"{{"a\"\u0085\u2028b":1,{acct}}}"#);
+        let detail = message("G1", odd.as_bytes()).unwrap_err().detail;
+        assert_eq!(detail, r#"body: unknown member "a\"\u{85}\u{2028}b""#);
+        // 1000 characters of name: the detail stays short.
+        let long = format!(r#"{{"{}":1}}"#, "é".repeat(1000));
+        let detail = message("G1", long.as_bytes()).unwrap_err().detail;
+        assert!(detail.chars().count() < 80, "{detail}");
     }
 }
