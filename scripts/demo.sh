@@ -42,6 +42,16 @@ start() {
     addr=$(sed -n 's/^listening on //p' "$out" | head -n 1)
 }
 
+# wait_for WHAT COMMAND...: runs COMMAND (quietly) until it succeeds; gives up after 30 s.
+wait_for() {
+    local what=$1; shift
+    local deadline=$((SECONDS + 30))
+    until "$@" >/dev/null 2>&1; do
+        if ((SECONDS > deadline)); then echo "gave up waiting for $what"; exit 1; fi
+        sleep 0.05
+    done
+}
+
 core_stats() {
     local host=${core%:*} port=${core##*:}
     exec 3<>"/dev/tcp/$host/$port"
@@ -52,11 +62,21 @@ core_stats() {
 }
 
 chan() { "$bin/chan" --relay "$relay" "$@"; }
+# row GUID: the GUID's row in the ledger, as the operator tool lists it.
+row() { "$bin/inspect" --db "$db" --guid "$1"; }
+# in_ledger GUID [STATE]: whether the GUID has a row (in STATE).
+in_ledger() { row "$1" | grep -q "^$1[[:space:]]*${2:-}"; }
+# booked GUID: whether the core has booked the GUID.
+booked() { core_stats | grep -q "\"$1\":"; }
 step() { printf '\n== %s\n' "$*"; }
 
 start coresim --listen 127.0.0.1:0 --slow-ms 2500 --journal "$work/core.journal"
 core=$addr
-start relay --db "$db" --listen 127.0.0.1:0 --core "http://$core" --read-timeout-ms 1500
+# --late-reply-ms 0: the relay does not listen for the core's answer after its read timeout,
+# so that step 6 has an UNKNOWN row for resolve (by default it listens 30 s longer, and a late
+# answer settles the row itself).
+start relay --db "$db" --listen 127.0.0.1:0 --core "http://$core" --read-timeout-ms 1500 \
+    --late-reply-ms 0
 relay=$addr
 relay_pid=${pids[-1]}
 echo "core simulator on $core, relay on $relay, ledger $db"
@@ -76,7 +96,7 @@ chan --guid DEMO-1 --amount 9999 --memo rent
 step "4. a resend while the first send is in flight: E903 at once"
 chan --guid DEMO-2 --amount 250 --memo "SLOW salary" >"$work/slow.out" &
 slow_pid=$!
-sleep 0.3 # give the first send time to claim the GUID (a demo, not a test)
+wait_for "DEMO-2 to be claimed" in_ledger DEMO-2
 chan --guid DEMO-2 --amount 250 --memo "SLOW salary"
 
 step "5. the core answers after the relay's read timeout: E901, the ledger says UNKNOWN"
@@ -85,9 +105,16 @@ cat "$work/slow.out"
 echo "a resend is answered from the ledger, the core is not called again:"
 chan --guid DEMO-2 --amount 250 --memo "SLOW salary"
 
-step "6. resolve asks the core (GET, never POST) once the slow booking landed"
-sleep 1.5 # the simulator books 2.5 s after the request
-"$bin/resolve" --db "$db" --core "http://$core" --min-age 0 2>/dev/null
+step "6. resolve asks the core (GET, never POST) once the slow booking landed: UNKNOWN -> DONE"
+wait_for "the core to book DEMO-2" booked DEMO-2 # 2.5 s after the request
+in_ledger DEMO-2 'UNKNOWN[[:space:]]'
+echo "the core has booked DEMO-2; the ledger still says UNKNOWN:"
+row DEMO-2
+echo "resolve (--min-age 0 only because the demo waited for the booking; it warns, rightly):"
+"$bin/resolve" --db "$db" --core "http://$core" --min-age 0 2>&1
+echo "the ledger now:"
+row DEMO-2
+in_ledger DEMO-2 'DONE[[:space:]]'
 echo "the resend now gets the booking:"
 chan --guid DEMO-2 --amount 250 --memo "SLOW salary"
 

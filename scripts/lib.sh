@@ -7,6 +7,10 @@
 # directory it lives in, symlinks resolved) before sourcing this file.
 : "${SELF:?set SELF before sourcing lib.sh}" "${SCRIPT_DIR:?set SCRIPT_DIR before sourcing lib.sh}"
 
+# What an installed wrapper run by hand takes itself: installed.sh, beside this file.
+# shellcheck source=SCRIPTDIR/installed.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/installed.sh"
+
 # Exit codes of the wrappers themselves. The tools' own codes (0 settled/ok, 1 fatal,
 # 2 usage, 3 rows left for a later run) are passed through unchanged.
 readonly EXIT_CONFIG=2     # a setting is missing or malformed (same class as a bad flag)
@@ -311,8 +315,8 @@ require_int() {
 }
 
 # Prints the path of tool $1: $RELAY_BIN_DIR/$1 when RELAY_BIN_DIR is set (and nothing
-# else); otherwise ../target/release/$1, then ../target/debug/$1 next to the scripts,
-# then $1 on PATH. Returns 1 (with nothing printed) if none is executable.
+# else); otherwise ../bin/$1 beside the scripts (the package's), ../target/release/$1 and
+# ../target/debug/$1 (a source tree), then PATH. No executable one: returns 1, prints nothing.
 find_bin() {
     local name=$1 candidate
     if [[ -n ${RELAY_BIN_DIR:-} ]]; then
@@ -321,7 +325,7 @@ find_bin() {
         printf '%s\n' "$candidate"
         return 0
     fi
-    for candidate in "${SCRIPT_DIR%/*}/target/release/$name" "${SCRIPT_DIR%/*}/target/debug/$name"; do
+    for candidate in "${SCRIPT_DIR%/*}/bin/$name" "${SCRIPT_DIR%/*}/target/release/$name" "${SCRIPT_DIR%/*}/target/debug/$name"; do
         if [[ -f $candidate && -x $candidate ]]; then
             printf '%s\n' "$candidate"
             return 0
@@ -337,7 +341,7 @@ need_bin() {
         if [[ -n ${RELAY_BIN_DIR:-} ]]; then
             die "$EXIT_NO_BINARY" "no executable '$name' in RELAY_BIN_DIR=$RELAY_BIN_DIR"
         fi
-        die "$EXIT_NO_BINARY" "no executable '$name' in ${SCRIPT_DIR%/*}/target/{release,debug} nor on PATH; set RELAY_BIN_DIR"
+        die "$EXIT_NO_BINARY" "no executable '$name' in ${SCRIPT_DIR%/*}/bin, ${SCRIPT_DIR%/*}/target/{release,debug} nor on PATH; set RELAY_BIN_DIR"
     fi
     printf '%s\n' "$path"
 }
@@ -367,7 +371,7 @@ Runs $tool once under a lock, for cron or a service manager (a oneshot unit + ti
 
 Environment (empty variables count as unset):
   LEDGER_DB            the relay's SQLite ledger; required unless $var or a --db
-                       argument names it
+                       argument names it  [installed: $PKG_STATE_DIR/ledger.db]
   $(printf '%-20s' "$var") the ledger, for $tool only: wins over LEDGER_DB
 $specific  LOCK_DIR             directory of the lock file   [default: the ledger's directory]
                        lock file: \${LOCK_DIR:-\$(dirname DB)}/\$(basename DB).$tool.lock,
@@ -375,10 +379,17 @@ $specific  LOCK_DIR             directory of the lock file   [default: the ledge
                        argument, else $var, else LEDGER_DB; required for a
                        PostgreSQL ledger (postgres://...), whose lock file is named
                        after its URL as logged (password masked)
+                       [installed, PostgreSQL: $PKG_STATE_DIR]
   RELAY_BIN_DIR        directory holding the $tool binary
-                       [default: ../target/release, else ../target/debug next to this
-                       script, else PATH]
+                       [default: ../bin, else ../target/release, else ../target/debug
+                       next to this script, else PATH]
+  TXRELAY_ENV_FILE     settings read first, KEY=VALUE lines as systemd reads its
+                       EnvironmentFile=; a variable set in the environment wins;
+                       empty: none  [installed: /etc/txrelay/batch.env; else none]
   RUST_LOG             log filter of the tool       [default: info]
+
+Installed ($PKG_SCRIPT_DIR), run by hand (as txrelay, as the timer runs it), this script
+does the timer's run: it reads /etc/txrelay/batch.env and has the unit's defaults.
 
 Precedence: an option given on the command line wins (the tool reads it); then the
 tool's own variable (${tool^^}_...) if set; then this script's generic one (LEDGER_DB,
@@ -418,7 +429,8 @@ batch_settings() {
     local tool=$1 var=${1^^}_DB rc=0 dir
     shift
     export RUST_LOG=${RUST_LOG:-info}
-    tool_setting "$var" LEDGER_DB ''
+    # Installed, the ledger the units name (Environment=LEDGER_DB): by hand the same.
+    tool_setting "$var" LEDGER_DB "$(pkg_default "$PKG_STATE_DIR/ledger.db")"
     arg_value --db "$@" || rc=$?
     case $rc in
         0) DB=$REPLY ;;
@@ -428,6 +440,8 @@ batch_settings() {
     [[ -n $DB ]] || die "$EXIT_CONFIG" "LEDGER_DB is not set (nor $var, nor a --db argument): the path of the relay's SQLite ledger is required (see $SELF --help)"
     SHOWN_DB=$(mask_url "$DB")
     if [[ $DB == postgres://* || $DB == postgresql://* ]]; then
+        # Installed, the state directory: the timers' runs and those by hand take one lock.
+        LOCK_DIR=${LOCK_DIR:-$(pkg_default "$PKG_STATE_DIR")}
         [[ -n ${LOCK_DIR:-} ]] || die "$EXIT_CONFIG" "LOCK_DIR must be set for a PostgreSQL ledger ($SHOWN_DB): it has no directory of its own for the lock file"
         LOCK_FILE="$LOCK_DIR/${SHOWN_DB//[^A-Za-z0-9._-]/_}.$tool.lock"
         return
@@ -448,8 +462,15 @@ batch_settings() {
 # first. The lock file is never deleted (deleting it would let two runs lock two different
 # files).
 take_lock() {
+    local made=0
+    [[ -e $LOCK_FILE ]] || made=1
     if ! { exec {LOCK_FD}>>"$LOCK_FILE"; } 2>/dev/null; then
         die 1 "cannot open lock file $LOCK_FILE (set LOCK_DIR to a writable directory)"
+    fi
+    # A lock file made by root (a run by hand) gets its directory's owner: the package's
+    # timers run as txrelay, and a lock file only root may open would fail every later run.
+    if ((made && EUID == 0)); then
+        chown -- "$(stat -c %u:%g -- "$(dirname -- "$LOCK_FILE")")" "$LOCK_FILE" 2>/dev/null || true
     fi
     command -v flock >/dev/null || die 1 "flock(1) not found; install util-linux"
     local rc=0 out

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # package.sh: builds the Debian package `txrelay` (one .deb with every tool, the operator
 # wrappers, /etc/txrelay/{relay,batch}.env, the systemd units and timers, man pages, shell
-# completions and the docs) and prints its path on the last line of stdout.
+# completions, the alert rules, dashboard and OpenAPI file, and the docs) and prints its
+# path on the last line of stdout.
 #
 #   scripts/package.sh            # release build, then target/debian/txrelay_*.deb
 #
 # Steps: `cargo build --release` of the packaged tools; their man pages and completions
 # written by the tools themselves (TXRELAY_GENERATE=DIR, crates/cli/src/generate.rs) into
-# target/release/txrelay-docs; `cargo deb -p relay --no-build` with the metadata of
+# target/release/txrelay-docs, the pages compressed as Debian installs them
+# (relay.1txrelay.gz); `cargo deb -p relay --no-build` with the metadata of
 # crates/relay/Cargo.toml. cargo-deb is installed (`cargo install cargo-deb --locked`) when
 # missing. Honours CARGO_TARGET_DIR.
 set -euo pipefail
@@ -18,7 +20,7 @@ tools=(relay resolve reprocess purge inspect migrate backup restore reconcile)
 target=${CARGO_TARGET_DIR:-$root/target}
 
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 
@@ -40,7 +42,10 @@ for t in "${tools[@]}"; do
 done
 # Where each shell looks for a command's completion: bash by the command's name.
 mkdir -p "$docs/man" "$docs/bash" "$docs/zsh" "$docs/fish"
-mv "$docs"/gen/man/*.1 "$docs/man/"
+# -n: no name or time stamp in the .gz, so that a rebuild gives the same bytes.
+for page in "$docs"/gen/man/*.1txrelay; do
+    gzip -9n <"$page" >"$docs/man/${page##*/}.gz"
+done
 for t in "${tools[@]}"; do
     mv "$docs/gen/completions/$t.bash" "$docs/bash/$t"
     mv "$docs/gen/completions/_$t" "$docs/zsh/"

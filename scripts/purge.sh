@@ -21,6 +21,8 @@ if wants_help "$@"; then
     exit 0
 fi
 
+# Run by hand, an installed wrapper reads /etc/txrelay/batch.env, as its unit does.
+read_settings /etc/txrelay/batch.env
 batch_settings purge "$@"
 PURGE_DAYS=${PURGE_DAYS:-90}
 require_int PURGE_DAYS "$PURGE_DAYS" 0

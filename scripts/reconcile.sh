@@ -37,12 +37,22 @@ Environment (empty variables count as unset):
                          [DAY 00:00:00Z, DAY+1 00:00:00Z)   [default: yesterday, UTC]
                          (RECONCILE_FROM/RECONCILE_TO or --from/--to win)
   RECONCILE_REPORT_DIR   directory of the dated reports   [default: the ledger's
-                         directory; required for a PostgreSQL ledger]
+                         directory; required for a PostgreSQL ledger, installed:
+                         $PKG_STATE_DIR]
   RECONCILE_METRICS_FILE counts per class for node_exporter's textfile collector
   LOCK_DIR               directory of the lock file   [default: the ledger's directory;
-                         required for a PostgreSQL ledger]
+                         required for a PostgreSQL ledger, installed: $PKG_STATE_DIR]
   RELAY_BIN_DIR          directory holding the reconcile binary
+                         [default: ../bin, else ../target/release, else
+                         ../target/debug next to this script, else PATH]
+  TXRELAY_ENV_FILE       settings read first, KEY=VALUE lines as systemd reads its
+                         EnvironmentFile=; a variable set in the environment wins;
+                         empty: none  [installed: /etc/txrelay/batch.env; else none]
   RUST_LOG               log filter of the tool       [default: info]
+
+Installed ($PKG_SCRIPT_DIR, by the Debian package), this script run by hand does what
+its timer's run does: it reads /etc/txrelay/batch.env and has the defaults the unit gives
+(the ledger $PKG_STATE_DIR/ledger.db). Run it as the txrelay user, as the timer does.
 
 Exit codes (the tool's, passed through):
   0    no break
@@ -57,6 +67,8 @@ EOF
     exit 0
 fi
 
+# Run by hand, an installed wrapper reads /etc/txrelay/batch.env, as its unit does.
+read_settings /etc/txrelay/batch.env
 batch_settings reconcile "$@"
 pass_through RECONCILE_JOURNAL RECONCILE_FROM RECONCILE_TO RECONCILE_METRICS_FILE
 if ! arg_value --journal "$@" && [[ -z ${RECONCILE_JOURNAL:-} ]]; then
@@ -105,6 +117,8 @@ fi
 
 if [[ -n ${RECONCILE_REPORT_DIR:-} ]]; then
     REPORT_DIR=$RECONCILE_REPORT_DIR
+elif [[ $DB == postgres://* || $DB == postgresql://* ]] && installed; then
+    REPORT_DIR=$PKG_STATE_DIR # the lock's directory too (batch_settings)
 elif [[ $DB == postgres://* || $DB == postgresql://* ]]; then
     die "$EXIT_CONFIG" "RECONCILE_REPORT_DIR must be set for a PostgreSQL ledger ($SHOWN_DB)"
 else

@@ -39,8 +39,12 @@ Environment:
   RELAY_MAX_CONNECTIONS_PER_PEER
                             connections one source IP may hold             [default: 256]
   RELAY_BIN_DIR             directory holding the relay binary
-                            [default: ../target/release, else ../target/debug next to
-                            this script, else PATH]
+                            [default: ../bin, else ../target/release, else
+                            ../target/debug next to this script, else PATH]
+  TXRELAY_ENV_FILE          settings read first, KEY=VALUE lines as systemd reads its
+                            EnvironmentFile=; a variable set in the environment wins;
+                            empty: none
+                            [installed: /etc/txrelay/relay.env; else none]
   RUST_LOG                  log filter                                    [default: info]
 
 The relay reads the RELAY_* variables itself; an option on the command line wins over
@@ -63,6 +67,8 @@ if wants_help "$@"; then
     exit 0
 fi
 
+# Run by hand, an installed relay.sh reads /etc/txrelay/relay.env, as the relay's unit does.
+read_settings /etc/txrelay/relay.env
 RELAY_DB=${RELAY_DB:-${LEDGER_DB:-}}
 [[ -n $RELAY_DB ]] || die "$EXIT_CONFIG" "RELAY_DB is not set: the path of the SQLite ledger is required (see $SELF --help)"
 RELAY_LISTEN=${RELAY_LISTEN:-127.0.0.1:9200}

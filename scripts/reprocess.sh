@@ -31,6 +31,8 @@ if wants_help "$@"; then
     exit 0
 fi
 
+# Run by hand, an installed wrapper reads /etc/txrelay/batch.env, as its unit does.
+read_settings /etc/txrelay/batch.env
 batch_settings reprocess "$@"
 # Before the URL is shown anywhere: credentials in it are refused, not logged.
 core_without_credentials REPROCESS_CORE "$@"

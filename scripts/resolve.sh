@@ -41,6 +41,9 @@ if wants_help "$@"; then
     exit 0
 fi
 
+# Run by hand, an installed wrapper reads /etc/txrelay/batch.env, as its unit does.
+read_settings /etc/txrelay/batch.env
+
 # Settling SENT rows is asked for on the command line only: a leftover variable in a
 # crontab or unit file must not do it.
 if [[ -n ${RESOLVE_STALE_SENT:-} ]]; then

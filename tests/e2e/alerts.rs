@@ -23,6 +23,7 @@ const ALERTS: &[&str] = &[
     "TxrelayClientCrlStale",
     "TxrelayLedgerNotSampled",
     "TxrelayCoreUnreachable",
+    "TxrelayBackupFailing",
 ];
 
 /// The sections of docs/operations.md a runbook annotation may point at.

@@ -3,7 +3,10 @@
 //! replies without booking again; the file is one self-contained, sound SQLite file; a copy
 //! put over a ledger by hand is refused by the relay and the batch tools; an existing file is
 //! refused without --force; a failed backup leaves nothing behind. SQLite's alone (a
-//! PostgreSQL ledger is refused, pointing to the database's own tools).
+//! PostgreSQL ledger is refused, pointing to the database's own tools). `sized`: how many
+//! copies are kept (`--keep`) and the room a copy must leave (`--min-free`).
+
+mod sized;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

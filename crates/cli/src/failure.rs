@@ -3,7 +3,6 @@
 //! the summary objects). The error's line still goes to stderr, as without `--json`.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::json;
@@ -32,8 +31,7 @@ pub fn print_failure(tool: &str, error: &str, exit: u8) {
         return;
     }
     let v = json!({ "tool": tool, "error": error, "exit": exit, "exit_code": exit });
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{v}").and_then(|()| out.flush());
+    crate::outln!("{v}");
 }
 
 /// What a run that builds its `--json` object by hand prints on stdout: `v` with the `tool`
@@ -44,8 +42,7 @@ pub fn print_object(tool: &str, mut v: serde_json::Value, exit: u8) -> u8 {
         obj.insert("tool".into(), tool.into());
         obj.insert("exit_code".into(), exit.into());
     }
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{v}").and_then(|()| out.flush());
+    crate::outln!("{v}");
     exit
 }
 

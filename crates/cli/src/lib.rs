@@ -11,6 +11,7 @@ pub mod identity;
 mod logging;
 #[cfg(feature = "tools")]
 mod metrics_file;
+mod out;
 mod parse;
 #[cfg(feature = "tools")]
 mod report;
@@ -28,6 +29,7 @@ pub use generate::{GENERATE_ENV, generate_if_asked, write_all as write_docs};
 pub use logging::{LogFormat, stderr_line};
 #[cfg(feature = "tools")]
 pub use metrics_file::RunCounts;
+pub use out::print_args;
 pub use parse::{parse, parse_from, try_parse_from};
 #[cfg(feature = "tools")]
 pub use report::{DryRun, Listed, Report, print_report};
@@ -87,9 +89,10 @@ pub fn batch_main(
     ExitCode::from(code)
 }
 
-/// The run's exit code; an error is one line on stderr and exit code 1.
+/// The run's exit code; an error is one line on stderr and exit code 1. So is stdout
+/// failing for another reason than a reader that has gone (`out`), which changes nothing.
 fn exit_code(tool: &str, result: anyhow::Result<u8>) -> u8 {
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(e) => {
             let message = format!("{e:#}");
@@ -97,6 +100,16 @@ fn exit_code(tool: &str, result: anyhow::Result<u8>) -> u8 {
             print_failure(tool, &message, EXIT_FATAL);
             EXIT_FATAL
         }
+    };
+    #[cfg(feature = "tools")]
+    engine::log_limit::flush_all();
+    match out::take_failure() {
+        Some(e) => {
+            let message = format!("cannot write to stdout: {e}");
+            stderr_line(tool, log::Level::Error, &message);
+            EXIT_FATAL
+        }
+        None => code,
     }
 }
 

@@ -1,7 +1,9 @@
 //! Parsing a tool's flags with the refusals clap does not make by itself: a negative number
 //! (clap would call `-1` an unexpected argument), and an empty value, given on the command
 //! line (`--db ''`) or by an environment twin set to nothing (`RELAY_LISTEN=`). Each is a
-//! usage error (exit 2) naming the flag, or the variable, in clap's own format.
+//! usage error (exit 2) naming the flag, or the variable, in clap's own format. And clap's
+//! own errors about a value an environment twin gave (`RESOLVE_MIN_AGE=abc`) name the
+//! variable, not a flag the command line does not hold.
 
 use std::ffi::{OsStr, OsString};
 
@@ -36,11 +38,106 @@ pub fn try_parse_from<T: Parser, I: IntoIterator<Item = S>, S: Into<OsString>>(
     if let Some(message) = negative_value(&cmd, &argv).or_else(|| empty_env(&cmd, &argv)) {
         return Err(cmd.error(ErrorKind::InvalidValue, message));
     }
-    let matches = cmd.try_get_matches_from_mut(argv)?;
+    let matches = match cmd.try_get_matches_from_mut(argv.clone()) {
+        Ok(matches) => matches,
+        Err(e) => return Err(name_twins(&mut cmd, &argv, e)),
+    };
     if let Some(message) = empty_value(&cmd, &matches) {
         return Err(cmd.error(ErrorKind::InvalidValue, message));
     }
-    T::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
+    T::from_arg_matches(&matches).map_err(|e| {
+        let e = e.format(&mut cmd);
+        name_twins(&mut cmd, &argv, e)
+    })
+}
+
+/// Whether `--long` is on the command line (`--long VALUE` or `--long=VALUE`). No flag of
+/// ours has a short form.
+fn on_command_line(argv: &[OsString], long: &str) -> bool {
+    argv.iter().skip(1).any(|a| {
+        a.to_string_lossy()
+            .strip_prefix("--")
+            .is_some_and(|f| f == long || f.strip_prefix(long).is_some_and(|v| v.starts_with('=')))
+    })
+}
+
+/// A flag whose value came from its environment twin: not on the command line, its
+/// variable set.
+struct Twin {
+    /// The flag as clap's errors show it (`--min-age <MIN_AGE>`).
+    shown: String,
+    /// The variable (`RESOLVE_MIN_AGE`).
+    var: String,
+    /// Its value.
+    value: OsString,
+    /// `--min-age`.
+    long: String,
+}
+
+impl Twin {
+    /// How an error names it: `RESOLVE_MIN_AGE (it stands for --min-age)`.
+    fn named(&self) -> String {
+        format!("{} (it stands for {})", self.var, self.long)
+    }
+}
+
+/// The flags of `cmd` and its subcommands whose value came from their environment twin.
+fn twins_used(cmd: &Command, argv: &[OsString]) -> Vec<Twin> {
+    let mut used: Vec<Twin> = cmd
+        .get_arguments()
+        .filter_map(|a| {
+            let (var, long) = (a.get_env()?, a.get_long()?);
+            let value = std::env::var_os(var).filter(|_| !on_command_line(argv, long))?;
+            Some(Twin {
+                shown: a.to_string(),
+                var: var.to_string_lossy().into_owned(),
+                value,
+                long: format!("--{long}"),
+            })
+        })
+        .collect();
+    for sub in cmd.get_subcommands() {
+        used.extend(twins_used(sub, argv));
+    }
+    used
+}
+
+/// Clap's error `e` with every flag whose value came from its environment twin named as the
+/// variable (`invalid value 'abc' for RESOLVE_MIN_AGE (it stands for --min-age): …`, as
+/// `--core`'s own refusal and [`empty_env`] say it): clap names the flag, which sends the
+/// operator to a command line that has no such flag. Clap's "invalid UTF-8" names nothing:
+/// when the command line is UTF-8, the twins whose value is not are named. `e` as it was
+/// when no twin is to blame.
+fn name_twins(cmd: &mut Command, argv: &[OsString], e: clap::Error) -> clap::Error {
+    if e.exit_code() == 0 {
+        return e; // --help, --version
+    }
+    let twins = twins_used(cmd, argv);
+    if e.kind() == ErrorKind::InvalidUtf8 {
+        let not_utf8: Vec<String> = twins
+            .iter()
+            .filter(|t| t.value.to_str().is_none())
+            .map(Twin::named)
+            .collect();
+        if not_utf8.is_empty() || argv.iter().any(|a| a.to_str().is_none()) {
+            return e;
+        }
+        let message = format!("invalid UTF-8 in {}", not_utf8.join(", "));
+        return cmd.error(e.kind(), message);
+    }
+    // Clap's message without its styles, up to the usage and the pointer to --help, which
+    // `cmd.error` adds again.
+    let text = e.to_string();
+    let first = text.split("\n\n").next().unwrap_or_default();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let mut message = first.to_string();
+    for twin in &twins {
+        message = message.replace(&format!("'{}'", twin.shown), &twin.named());
+    }
+    if message == first {
+        return e;
+    }
+    cmd.error(e.kind(), message)
 }
 
 /// `--flag -1` or `--flag=-1` for a flag that takes a value: no flag of ours takes a
@@ -94,16 +191,11 @@ fn takes_value(cmd: &Command, name: &str) -> bool {
 /// line: clap would take the empty string as the value, and the error, if any, would name
 /// the flag and not the variable.
 fn empty_env(cmd: &Command, argv: &[OsString]) -> Option<String> {
-    let given = |long: &str| {
-        argv.iter().skip(1).any(|a| {
-            let a = a.to_string_lossy();
-            a.strip_prefix("--")
-                .is_some_and(|f| f == long || f.starts_with(&format!("{long}=")))
-        })
-    };
     cmd.get_arguments()
         .filter_map(|a| Some((a.get_env()?, a.get_long()?)))
-        .find(|(var, long)| std::env::var_os(var).is_some_and(|v| v.is_empty()) && !given(long))
+        .find(|(var, long)| {
+            std::env::var_os(var).is_some_and(|v| v.is_empty()) && !on_command_line(argv, long)
+        })
         .map(|(var, long)| {
             format!(
                 "{} is set but empty (it stands for --{long}): set a value or unset it",
@@ -185,6 +277,39 @@ mod tests {
         assert!(m.contains("invalid value '' for '--db'"), "{m}");
         let m = message(&["t", "list", "--limit="]);
         assert!(m.contains("--limit"), "{m}");
+    }
+
+    /// Flags whose twins are variables cargo sets for every test it runs (`cli`, `0.1.0`).
+    #[derive(Parser, Debug)]
+    struct Twins {
+        #[arg(long, env = "CARGO_PKG_NAME")]
+        count: Option<u64>,
+        #[arg(long, env = "CARGO_PKG_VERSION", value_enum)]
+        format: Option<crate::LogFormat>,
+    }
+
+    #[test]
+    fn a_bad_value_from_a_twin_names_the_variable_and_from_the_flag_the_flag() {
+        let name_of = |argv: &[&str]| try_parse_from::<Twins, _, _>(argv).unwrap_err();
+        let e = name_of(&["t", "--format", "text"]);
+        let m = e.to_string();
+        assert_eq!(e.exit_code(), 2, "{m}");
+        assert!(
+            m.starts_with(
+                "error: invalid value 'cli' for CARGO_PKG_NAME (it stands for --count): invalid \
+                 digit"
+            ),
+            "{m}"
+        );
+        let m = name_of(&["t", "--count", "3"]).to_string();
+        assert!(
+            m.contains("for CARGO_PKG_VERSION (it stands for --format)"),
+            "{m}"
+        );
+        assert!(m.contains("[possible values: text, json]"), "{m}");
+        let m = name_of(&["t", "--count=x", "--format", "json"]).to_string();
+        assert!(m.contains("invalid value 'x' for '--count <COUNT>'"), "{m}");
+        assert!(!m.contains("CARGO_PKG_NAME"), "{m}");
     }
 
     #[test]

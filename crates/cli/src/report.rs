@@ -18,7 +18,7 @@ pub trait Report: Serialize {
 }
 
 /// Prints a report: the text, or with `json` one JSON object carrying the tool's name and
-/// exit code. Returns the exit code.
+/// exit code. Returns the exit code, also when stdout's reader has gone (`outln!`).
 pub fn print_report<R: Report>(tool: &str, report: &R, json: bool) -> u8 {
     let code = report.exit_code();
     if json {
@@ -27,9 +27,9 @@ pub fn print_report<R: Report>(tool: &str, report: &R, json: bool) -> u8 {
             obj.insert("tool".into(), tool.into());
             obj.insert("exit_code".into(), code.into());
         }
-        println!("{v}");
+        crate::outln!("{v}");
     } else {
-        println!("{}", report.line());
+        crate::outln!("{}", report.line());
     }
     code
 }

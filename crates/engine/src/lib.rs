@@ -4,15 +4,18 @@
 //! `admin`; `observers` routes the ledger's and the core client's reports to them), and the
 //! batch tools (`batch`: resolve, reprocess, purge, the canary); recovery mode, when the
 //! ledger was put back to an earlier state (`recovery`). The core is seen through a
-//! trait (`core`) that the HTTP client implements. The binaries only parse flags and call
-//! into this crate.
+//! trait (`core`) that the HTTP client implements, and probed once at the relay's start
+//! (`core_probe`); repeated warnings are rate-limited (`log_limit`). The binaries only parse
+//! flags and call into this crate.
 
 pub mod admin;
 pub mod batch;
 pub mod core;
+pub mod core_probe;
 pub mod double_booking;
 pub mod every;
 pub mod late;
+pub mod log_limit;
 pub mod metrics;
 pub mod observers;
 pub mod record;

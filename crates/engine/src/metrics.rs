@@ -196,6 +196,7 @@ impl Metrics {
                     .expect("valid histogram"),
             )
         };
+        crate::core_probe::register(&r);
         let m = Metrics {
             requests: counter_vec(
                 "txrelay_requests_total",
@@ -413,6 +414,11 @@ impl Metrics {
         ] {
             m.requests
                 .with_label_values(&[&String::from_utf8_lossy(&code)]);
+        }
+        // Every outcome of a core call (`Outcome::label`) too: an alert on the rate of
+        // `not_sent` must see the 0 before the first E902 of an outage, not a new series.
+        for outcome in ["booked", "rejected", "not_sent", "unknown"] {
+            m.core_call.with_label_values(&[outcome]);
         }
         for door in ["tcp", "http"] {
             m.door_requests.with_label_values(&[door]);

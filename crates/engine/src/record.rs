@@ -11,6 +11,7 @@ use log::warn;
 use wire::{self, Code};
 
 use crate::double_booking;
+use crate::log_limit::{PER_REQUEST, warn_limited};
 use crate::recovery;
 
 /// How long after its core call the relay keeps retrying a result it could not write (the
@@ -127,7 +128,9 @@ pub fn record_result<S: Store + ?Sized>(
         Ok(true) => (Handled::recorded(change), true),
         Ok(false) => after_miss(store, msg, channel, change),
         Err(e) => {
-            warn!(guid:% = change.guid; "core answered {} but the result cannot be recorded: {e}",
+            // A ledger that fails every write fails every result alike: limited, as E905 is.
+            warn_limited!(PER_REQUEST, "results that cannot be recorded (E901, row SENT)",
+                guid:% = change.guid; "core answered {} but the result cannot be recorded: {e}",
                 change.code_str()
             );
             let answer = Handled::short(&change.guid, msg, wire::E_UNKNOWN, Some(change.from));
@@ -147,7 +150,9 @@ fn record<S: Store + ?Sized>(
     loop {
         match store.transition(change) {
             Err(e) if Instant::now() + pause < by => {
-                warn!(guid:% = change.guid; "cannot record {} yet, retrying: {e}",
+                // A ledger that stays locked makes every request retry dozens of times.
+                warn_limited!(PER_REQUEST, "results retried",
+                    guid:% = change.guid; "cannot record {} yet, retrying: {e}",
                     change.code_str()
                 );
                 std::thread::sleep(pause);

@@ -22,6 +22,7 @@ mod http;
 pub mod identity;
 mod listener;
 mod registry;
+mod start_log;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -51,6 +52,7 @@ use self::listener::ListenerState;
 use self::registry::{Conn, Entry};
 use crate::admin::Admin;
 use crate::late::LateReplies;
+use crate::log_limit::conn_warn;
 use crate::metrics::{ANONYMOUS, metrics};
 use crate::recovery::{self, RecoveryWatch};
 use crate::transfer;
@@ -197,9 +199,9 @@ impl ShutdownHandle {
 
 impl Relay {
     /// Binds the channel and admin ports, takes an SQLite ledger's one-relay lock, opens the
-    /// ledger and proves it can write it (`Store::health_round_trip`) and checks the core URL,
-    /// so that every configuration error shows before the `listening on` line, and one that
-    /// can be found without the ledger leaves it untouched.
+    /// ledger and proves it can write it (`Store::health_round_trip`); the core URL is checked
+    /// before the ledger is touched. Every configuration error shows before the `listening
+    /// on` line, and one that can be found without the ledger leaves it untouched.
     pub fn start(db: &Db, config: Config) -> Result<Relay, StartError> {
         crate::observers::install();
         allocator::keep_freed_memory();
@@ -247,6 +249,14 @@ impl Relay {
             .as_deref()
             .map(|addr| Admin::bind(addr).map_err(|source| admin_err(addr, source)))
             .transpose()?;
+        // The core's URL and TLS files too: a bad `--core` leaves no ledger file behind.
+        let core = CoreClient::with_tls(
+            &config.core_url,
+            config.connect_timeout,
+            config.read_timeout,
+            &config.core_tls,
+        )
+        .map_err(StartError::Core)?;
         // Before the ledger is opened (and perhaps upgraded): one relay per SQLite file, under
         // whatever name it was given (`ledger::sqlite::lock`).
         let lock = match db {
@@ -265,13 +275,6 @@ impl Relay {
         // Read before `listening on`: no request is handled without knowing the mark.
         let recovery =
             RecoveryWatch::start(Arc::clone(&store), recovery::POLL).map_err(StartError::Ledger)?;
-        let core = CoreClient::with_tls(
-            &config.core_url,
-            config.connect_timeout,
-            config.read_timeout,
-            &config.core_tls,
-        )
-        .map_err(StartError::Core)?;
         let admin = match (admin_listener, config.admin.as_deref()) {
             (Some(listener), Some(addr)) => Some(
                 Admin::start(listener, Arc::clone(&store), config.admin_limits)
@@ -418,7 +421,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener, door: Door) {
             Ok(s) => admit(shared, s, door),
             Err(e) => {
                 // Out of file descriptors, typically: back off instead of spinning.
-                warn!("accept failed: {e}");
+                conn_warn!("accept failed: {e}");
                 thread::sleep(Duration::from_millis(50));
             }
         }
@@ -444,7 +447,7 @@ fn admit(shared: &Arc<Shared>, stream: TcpStream, door: Door) {
             }
         });
     if let Err(e) = spawned {
-        warn!("cannot start a connection thread: {e}");
+        conn_warn!("cannot start a connection thread: {e}");
     }
 }
 
@@ -488,7 +491,7 @@ impl Slot {
                 .with_label_values(&["max_connections"])
                 .inc();
             let n = shared.refused.fetch_add(1, Ordering::Relaxed) + 1;
-            warn!("connection limit {max} reached: closed a new connection ({n} so far)");
+            conn_warn!("connection limit {max} reached: closed a new connection ({n} so far)");
             return None;
         }
         let peer = PeerKey::Ip(peer);
@@ -501,7 +504,7 @@ impl Slot {
                 .with_label_values(&["max_connections_per_peer"])
                 .inc();
             let n = shared.refused_peer.fetch_add(1, Ordering::Relaxed) + 1;
-            warn!(
+            conn_warn!(
                 "per-peer connection limit {max_peer} reached for {peer}: closed a new \
                  connection ({n} so far)"
             );
@@ -631,7 +634,9 @@ fn serve_connection(
             .connections_refused
             .with_label_values(&[limit])
             .inc();
-        warn!("{limit} {max} reached for channel {channel}: closed a new connection from {peer}");
+        conn_warn!(
+            "{limit} {max} reached for channel {channel}: closed a new connection from {peer}"
+        );
         return Ok(());
     }
     if let Some(channel) = &channel
@@ -676,7 +681,7 @@ fn handshake_refused(shared: &Shared, peer: SocketAddr, refused: &Refused) {
     }
     let reason = refused.reason();
     metrics().tls_refused.with_label_values(&[reason]).inc();
-    warn!("TLS handshake from {peer} refused ({reason}): {refused}");
+    conn_warn!("TLS handshake from {peer} refused ({reason}): {refused}");
 }
 
 /// One line per request; the fields are key-values, so that `--log-format json` carries them

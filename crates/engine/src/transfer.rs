@@ -9,11 +9,11 @@ use core_client::Outcome;
 use ledger::sqlite::BUSY_TIMEOUT;
 use ledger::state::{Change, State};
 use ledger::store::Store;
-use log::warn;
 use wire::{self, TX_TRNF, Transfer};
 
 use crate::core::Core;
 use crate::late::LateReplies;
+use crate::log_limit::{PER_REQUEST, warn_limited};
 use crate::metrics::metrics;
 use crate::record::answer_from_row;
 pub use crate::record::{Handled, RECORD_WINDOW, record_result};
@@ -83,8 +83,11 @@ pub fn handle_in<S: Store + ?Sized, C: Core + ?Sized>(
             };
         }
     };
+    // A ledger that cannot be written fails every request alike (a full disk): the log says
+    // so about once a second, the metrics count every E905.
     let ledger_error = |what: &str, e: &dyn std::fmt::Display| {
-        warn!(guid:% = t.guid; "cannot {what} the ledger: {e}");
+        warn_limited!(PER_REQUEST, "ledger errors (E905)",
+            guid:% = t.guid; "cannot {what} the ledger: {e}");
         Handled::short(&t.guid, msg, wire::E_LEDGER, None)
     };
     let recovering = mode == Mode::Recovering;
@@ -158,17 +161,21 @@ pub fn send_and_record<S: Store + ?Sized, C: Core + ?Sized>(
     };
     metrics().core_call(outcome.label(), called.elapsed());
     // A send that failed says why in the log and in the row's history (read timeout, HTTP
-    // 500, reset, refused, ...): the investigator's first question about an UNKNOWN row.
+    // 500, reset, refused, ...): the investigator's first question about an UNKNOWN row. The
+    // log says it at most once a second per kind (a core that is down fails every request
+    // alike); the history row of each GUID, and the metrics, have every one.
     let (state, code, body, reason) = match &outcome {
         Outcome::Booked(body) => (State::Done, wire::OK, Some(body), None),
         Outcome::Rejected(code) => (State::Done, *code, None, None),
         Outcome::NotSent(why) => {
-            warn!(guid:% = t.guid, code = "E902"; "not sent to the core: {why}");
+            warn_limited!(PER_REQUEST, "E902 (not sent to the core)",
+                guid:% = t.guid, code = "E902"; "not sent to the core: {why}");
             let reason = format!("not sent to the core: {why}");
             (State::Failed, wire::E_NOT_SENT, None, Some(reason))
         }
         Outcome::Unknown(why) => {
-            warn!(guid:% = t.guid, code = "E901"; "outcome unknown: {why}");
+            warn_limited!(PER_REQUEST, "E901 (outcome unknown)",
+                guid:% = t.guid, code = "E901"; "outcome unknown: {why}");
             let reason = format!("outcome unknown: {why}");
             (State::Unknown, wire::E_UNKNOWN, None, Some(reason))
         }

@@ -410,15 +410,20 @@ fn print(s: &Settlement, json: bool) {
         ),
         None => format!("state {}, attempts {}", s.from, s.attempt),
     };
-    println!(
+    cli::outln!(
         "settle {}: {} -> {}/{} (if {guard}), by {}, reason: {}",
-        s.guid, s.from, s.to, s.rsp_code, s.who, s.reason
+        s.guid,
+        s.from,
+        s.to,
+        s.rsp_code,
+        s.who,
+        s.reason
     );
     if let Some(i) = &s.inquiry {
-        println!("inquiry: {i}");
+        cli::outln!("inquiry: {i}");
     }
-    println!("reply: {}", s.reply.line());
-    println!(
+    cli::outln!("reply: {}", s.reply.line());
+    cli::outln!(
         "{}",
         if s.written {
             "written"

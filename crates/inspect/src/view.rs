@@ -1,8 +1,8 @@
 //! The read-only commands: the listing without a command, `summary`, `list`, `show`. Each
 //! opens the ledger read-only (no pragma, no schema change) and exits 0 once it could read
-//! it.
+//! it. Its `println!` is `cli::outln!`: a reader that has gone (`| head -1`) ends it quietly.
 
-use cli::{EXIT_FATAL, EXIT_SETTLED, Listed};
+use cli::{EXIT_FATAL, EXIT_SETTLED, Listed, outln as println};
 use engine::batch::{NeedsOperator, stored_transfer};
 use ledger::page::{Counted, Cursor, Page, PageQuery};
 use ledger::state::HistoryRow;

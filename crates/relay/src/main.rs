@@ -213,6 +213,12 @@ fn run(args: Args) -> anyhow::Result<u8> {
     };
     let db = cli::db_arg::<Args>(&args.ledger.db);
     let relay = Relay::start(&db, config).context("cannot start")?;
+    // What it runs with, then one look at the core: a wrong --core shows in the first lines
+    // of the log, not in the codes of the first transfers. Before `listening on`, so that a
+    // test or an operator reading the log after it sees the probe's result; it waits at most
+    // one core call's deadline and never stops the start (the core may come later).
+    relay.log_start(&db);
+    relay.probe_core();
     let addr = relay
         .local_addr()
         .context("cannot read the bound address")?;
@@ -251,6 +257,8 @@ fn run(args: Args) -> anyhow::Result<u8> {
     drop(out);
     systemd::ready();
     relay.serve();
+    // The counts of warnings left out by the rate limit, before the last line.
+    engine::log_limit::flush_all();
     info!("shut down cleanly");
     Ok(cli::EXIT_SETTLED)
 }

@@ -3,8 +3,10 @@
 //! and a core simulator. Asserts exit codes passed through, stdout untouched, stderr
 //! timestamped, and the lock that keeps two runs of one wrapper apart.
 
+mod installed;
 mod locks;
 mod passwords;
+mod postinst;
 mod runs;
 mod settings;
 mod tls;

@@ -1,6 +1,8 @@
 //! An online backup of an SQLite ledger while the relay writes it (`backup`): one snapshot
 //! by `VACUUM INTO` into a temporary file beside the target, checked, synced, then moved onto
-//! the target; a backup that fails leaves no file behind.
+//! the target; a backup that fails leaves no file behind. Before it writes, a backup makes
+//! sure the copy leaves room on its disk (`space`, `--min-free`), and it may keep a series of
+//! copies to a count (`keep`, `--keep`).
 //!
 //! `VACUUM INTO` rather than the online backup API: it copies one consistent snapshot under
 //! a single read transaction, which in WAL mode does not hold up the relay's writers (their
@@ -14,16 +16,25 @@
 //! torn. A ledger restored from such a copy has forgotten claims, and the channels' resends of
 //! those GUIDs are booked again.
 
+#[path = "backup_error.rs"]
+mod error;
+#[path = "backup_keep.rs"]
+pub mod keep;
+#[path = "backup_space.rs"]
+pub mod space;
+
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::access::{self, Denied};
-use super::lock::{LedgerLock, LockError};
+pub use self::error::BackupError;
+use self::keep::Series;
+use self::space::{MinFree, NoRoom};
+use super::access;
+use super::lock::LedgerLock;
 use super::{BUSY_TIMEOUT, plain_path};
 
 /// What a finished backup holds, as read back from the copy.
@@ -38,6 +49,8 @@ pub struct Backup {
     /// The instant the snapshot was taken (RFC 3339, UTC, to the second, rounded down), as
     /// sealed in the copy (`backup_seal`).
     pub snapshot_at: String,
+    /// The older copies of the target's series deleted ([`Options::keep`]), oldest first.
+    pub deleted: Vec<PathBuf>,
 }
 
 impl Backup {
@@ -47,93 +60,20 @@ impl Backup {
     }
 }
 
-/// Why a backup was not made. No file was left behind (the target, if it was there, is as
-/// it was).
-#[derive(Debug)]
-pub enum BackupError {
-    /// The ledger is not there (a backup never creates one).
-    Missing(PathBuf),
-    /// `--db` was an SQLite URI, not a path.
-    NotAPath(String),
-    /// The path is not a ledger (a directory, or a file with no `tx` table).
-    NotALedger(PathBuf),
-    /// The target exists, and replacing it was not asked for.
-    Exists(PathBuf),
-    /// The target has a `-wal` or `-shm` beside it: a ledger, which only `restore` replaces.
-    TargetIsALedger(PathBuf),
-    /// The target is the ledger itself, or one of its -wal, -shm or -journal files.
-    IsTheLedger(PathBuf),
-    /// The target's lock (`lock`) was not had: a ledger in use (a relay or tool holds it),
-    /// or the lock file could not be used.
-    TargetLock(LockError),
-    /// The ledger is there but this process's user may not read it (or reach it).
-    Denied(Box<Denied>),
-    /// A file operation failed.
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        source: io::Error,
-    },
-    /// A statement on the ledger or the copy failed.
-    Sql {
-        what: &'static str,
-        source: rusqlite::Error,
-    },
-    /// The copy did not pass its checks.
-    Check(String),
+/// How a backup is made, besides from where and to where.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Replace an existing target (`--force`).
+    pub replace: bool,
+    /// Keep this many copies of the target's series in its folder, the new one included
+    /// (`--keep`, at least 1; `keep`): the older ones are deleted once it is in place. Those
+    /// past this many are deleted before the copy is written too, so that a lowered count
+    /// frees room even while the disk is too full for a backup; a backup that then fails
+    /// still leaves this many.
+    pub keep: Option<usize>,
+    /// The room the copy must leave free on the target's filesystem (`--min-free`; `space`).
+    pub min_free: MinFree,
 }
-
-impl fmt::Display for BackupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BackupError::Missing(p) => {
-                write!(f, "no ledger at {} (nothing to back up)", p.display())
-            }
-            BackupError::NotAPath(s) => write!(f, "{s} is an SQLite URI; give the ledger's path"),
-            BackupError::NotALedger(p) => {
-                write!(
-                    f,
-                    "{} is not a ledger (not a file with a tx table)",
-                    p.display()
-                )
-            }
-            BackupError::Exists(p) => write!(
-                f,
-                "{} exists; give --force to replace it (or another --to)",
-                p.display()
-            ),
-            BackupError::TargetIsALedger(p) => write!(
-                f,
-                "{} is a ledger (it has a -wal or -shm beside it), not a backup: a backup \
-                 copied over a ledger forgets every claim since its snapshot; put a backup in \
-                 place with `restore --from BACKUP --db {}`",
-                p.display(),
-                p.display()
-            ),
-            BackupError::IsTheLedger(p) => {
-                write!(
-                    f,
-                    "{} is the ledger's own file; back up to another file",
-                    p.display()
-                )
-            }
-            BackupError::TargetLock(e @ LockError::Held { .. }) => write!(
-                f,
-                "not replacing --to: {e}; a backup never replaces a ledger in use, even with \
-                 --force (nothing written)"
-            ),
-            BackupError::TargetLock(e) => write!(f, "cannot lock --to: {e}"),
-            BackupError::Denied(d) => d.fmt(f),
-            BackupError::Io { what, path, source } => {
-                write!(f, "cannot {what} {}: {source}", path.display())
-            }
-            BackupError::Sql { what, source } => write!(f, "{what}: {source}"),
-            BackupError::Check(why) => write!(f, "the copy failed its check: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for BackupError {}
 
 type Result<T> = std::result::Result<T, BackupError>;
 
@@ -143,7 +83,20 @@ type Result<T> = std::result::Result<T, BackupError>;
 /// one that appeared while the copy was made. Never writes the ledger. A `to` that is a ledger
 /// in use is refused, `replace` or not: `to`'s exclusive lock (`lock`) is held from before
 /// the copy until it is in place, so that no relay or tool starts on the old file meanwhile.
+/// Refused with nothing written if the copy would leave less than the default floor free
+/// ([`MinFree::DEFAULT`]); keeps every older copy: [`backup_with`] for more.
 pub fn backup(ledger: &Path, to: &Path, replace: bool) -> Result<Backup> {
+    let options = Options {
+        replace,
+        ..Options::default()
+    };
+    backup_with(ledger, to, &options)
+}
+
+/// [`backup`] as `options` say: refused, before anything is written, if the copy (estimated
+/// as the ledger's pages) would leave less than `min_free` free on the target's filesystem;
+/// with `keep`, the older copies of the target's series deleted but the newest.
+pub fn backup_with(ledger: &Path, to: &Path, options: &Options) -> Result<Backup> {
     let ledger =
         plain_path(ledger).map_err(|_| BackupError::NotAPath(ledger.display().to_string()))?;
     match fs::metadata(ledger) {
@@ -173,23 +126,102 @@ pub fn backup(ledger: &Path, to: &Path, replace: bool) -> Result<Backup> {
             source: io::Error::new(io::ErrorKind::IsADirectory, "a directory; name a file"),
         });
     }
+    let series = match options.keep {
+        Some(keep) => Some((
+            Series::of(to).ok_or_else(|| BackupError::NoSeries(to.to_path_buf()))?,
+            keep.max(1),
+        )),
+        None => None,
+    };
     // Dropped after `temp` (declared later): held over the final rename.
     let _target = lock_target(to)?;
-    if !replace && to.symlink_metadata().is_ok() {
+    if !options.replace && to.symlink_metadata().is_ok() {
         return Err(BackupError::Exists(to.to_path_buf()));
     }
     refuse_a_ledger_target(to)?;
+    let source = open_ledger(ledger)?;
+    let estimate = estimate(&source)?;
+    let mut deleted = Vec::new();
+    if let Some((series, keep)) = &series {
+        deleted = prune(series, to, ledger, *keep, false)?;
+    }
+    enough_room(ledger, to, estimate, options.min_free)?;
     let temp = Temp::create(to)?;
-    let snapshot_at = snapshot(ledger, &temp.0)?;
+    let snapshot_at = snapshot(&source, &temp.0)?;
+    // The copy's checks need no ledger: its connection goes as soon as the snapshot is taken.
+    drop(source);
     let rows = check(&temp.0, &snapshot_at)?;
     let bytes = sync(&temp.0)?;
-    temp.finish(to, replace)?;
+    temp.finish(to, options.replace)?;
+    if let Some((series, keep)) = &series {
+        deleted.extend(prune(series, to, ledger, keep - 1, true)?);
+    }
     Ok(Backup {
         to: to.to_path_buf(),
         rows,
         bytes,
         snapshot_at,
+        deleted,
     })
+}
+
+/// Deletes the copies of `series` but the `keep` newest, `to` and `ledger` left alone; `made`:
+/// the backup at `to` is in place (a failure then says so).
+fn prune(
+    series: &Series,
+    to: &Path,
+    ledger: &Path,
+    keep: usize,
+    made: bool,
+) -> Result<Vec<PathBuf>> {
+    series.prune(to, ledger, keep).map_err(|(path, source)| {
+        if made {
+            BackupError::Prune {
+                made: to.to_path_buf(),
+                path,
+                source,
+            }
+        } else {
+            BackupError::Io {
+                what: "delete the older copy",
+                path,
+                source,
+            }
+        }
+    })
+}
+
+/// Refuses a copy of `estimate` bytes that would leave less than `min_free` free on the
+/// filesystem of `to`'s folder. A folder that is not there passes: the temporary file's
+/// creation says so, as it always has.
+fn enough_room(ledger: &Path, to: &Path, estimate: u64, min_free: MinFree) -> Result<()> {
+    let folder = access::folder_of(to);
+    let room = match space::room(&folder) {
+        Ok(room) => room,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(BackupError::Io {
+                what: "measure the free space of",
+                path: folder,
+                source,
+            });
+        }
+    };
+    if space::fits(room, estimate, min_free) {
+        return Ok(());
+    }
+    let device = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(p).map(|m| m.dev()).ok()
+    };
+    let ledgers_own = device(ledger).is_some() && device(ledger) == device(&folder);
+    Err(BackupError::NoRoom(Box::new(NoRoom {
+        folder,
+        room,
+        estimate,
+        min_free,
+        ledgers_own,
+    })))
 }
 
 /// Refuses a `--to` with a `-wal` or `-shm` beside it: that is a ledger (one no process holds
@@ -263,11 +295,8 @@ fn lock_target(to: &Path) -> Result<Option<LedgerLock>> {
         .map_err(BackupError::TargetLock)
 }
 
-/// The snapshot: `VACUUM INTO` the (empty) temporary file, from a read-only connection; the
-/// instant it was taken. That instant is read just before the snapshot's read transaction
-/// starts, and rounded down: the copy holds everything committed by then (and perhaps a
-/// little more), so a recovery window counted from it can only be too wide, never too narrow.
-fn snapshot(ledger: &Path, temp: &Path) -> Result<String> {
+/// A read-only connection to the ledger, refused if it has no `tx` table.
+fn open_ledger(ledger: &Path) -> Result<Connection> {
     let sql = |what| move |source| BackupError::Sql { what, source };
     let conn = Connection::open_with_flags(
         ledger,
@@ -286,6 +315,27 @@ fn snapshot(ledger: &Path, temp: &Path) -> Result<String> {
     if tables != 1 {
         return Err(BackupError::NotALedger(ledger.to_path_buf()));
     }
+    Ok(conn)
+}
+
+/// The copy's size at most: the ledger's pages (its -wal's included, as SQLite reads them),
+/// which `VACUUM INTO` copies without the free ones.
+fn estimate(conn: &Connection) -> Result<u64> {
+    let sql = |what| move |source| BackupError::Sql { what, source };
+    let pages: i64 = conn
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .map_err(sql("read the ledger's size"))?;
+    let page_size: i64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .map_err(sql("read the ledger's size"))?;
+    Ok((pages.max(0) as u64).saturating_mul(page_size.max(0) as u64))
+}
+
+/// The snapshot: `VACUUM INTO` the (empty) temporary file, from the read-only connection; the
+/// instant it was taken. That instant is read just before the snapshot's read transaction
+/// starts, and rounded down: the copy holds everything committed by then (and perhaps a
+/// little more), so a recovery window counted from it can only be too wide, never too narrow.
+fn snapshot(conn: &Connection, temp: &Path) -> Result<String> {
     let into = temp.to_str().ok_or_else(|| BackupError::Io {
         what: "name",
         path: temp.to_path_buf(),
@@ -293,7 +343,10 @@ fn snapshot(ledger: &Path, temp: &Path) -> Result<String> {
     })?;
     let snapshot_at = crate::recovery::utc_second(time::OffsetDateTime::now_utc());
     conn.execute("VACUUM INTO ?1", [into])
-        .map_err(sql("copy the ledger (VACUUM INTO)"))?;
+        .map_err(|source| BackupError::Sql {
+            what: "copy the ledger (VACUUM INTO)",
+            source,
+        })?;
     Ok(snapshot_at)
 }
 

@@ -13,9 +13,10 @@ use std::process::{Command, Output};
 
 const POSTINST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/debian/postinst");
 
-/// Runs `postinst configure` with /etc/txrelay at `dir/etc`, /var/lib/txrelay at `dir/var`
-/// and no systemd; the stubs' calls are in `dir/calls`.
-fn run_postinst(dir: &Path) -> Output {
+/// Runs `postinst configure [OLD]` with /etc/txrelay at `dir/etc`, /var/lib/txrelay at
+/// `dir/var` and no systemd (`old_version`: the version upgraded from, `None` for a first
+/// install); the stubs' calls are in `dir/calls`.
+pub(super) fn run_postinst(dir: &Path, old_version: Option<&str>) -> Output {
     let d = dir.display();
     let script = fs::read_to_string(POSTINST)
         .expect("packaging/debian/postinst")
@@ -42,12 +43,13 @@ fn run_postinst(dir: &Path) -> Output {
     Command::new("sh")
         .arg(dir.join("postinst"))
         .arg("configure")
+        .args(old_version)
         .env("PATH", path)
         .output()
         .expect("run sh")
 }
 
-fn mode(path: &Path) -> u32 {
+pub(super) fn mode(path: &Path) -> u32 {
     fs::metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
@@ -65,7 +67,7 @@ fn postinst_leaves_a_symlinked_env_file_alone_and_says_so() {
     fs::write(etc.join("batch.env"), "").unwrap();
     fs::set_permissions(etc.join("batch.env"), fs::Permissions::from_mode(0o644)).unwrap();
 
-    let out = run_postinst(dir);
+    let out = run_postinst(dir, None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
@@ -92,6 +94,6 @@ fn postinst_leaves_a_symlinked_env_file_alone_and_says_so() {
 
     // A dangling link is left alone too, rather than failing the package's configuration.
     fs::remove_file(&secret).unwrap();
-    let out = run_postinst(dir);
+    let out = run_postinst(dir, None);
     assert!(out.status.success(), "{out:?}");
 }
