@@ -2,7 +2,8 @@
 //! issue 10 items 2 and 3): each test starts a private cluster (`testkit::pg::Server::own`),
 //! a core simulator and a relay, then restarts the server (`restart`), freezes it (`hung`),
 //! cuts or black-holes the network to it through a proxy (`network`), starts the relay while
-//! it is down (`startup`), or runs it over TLS (`tls`).
+//! it is down (`startup`), runs it over TLS (`tls`), or cancels a claim's wait for a frozen
+//! synchronous standby (`sync_cancel`).
 //!
 //! What every fault must leave true: each request is answered within the relay's own
 //! deadline (`E905` or `0000`, never a hang), a GUID answered `E905` was never sent to the
@@ -19,4 +20,5 @@ mod hung;
 mod network;
 mod restart;
 mod startup;
+mod sync_cancel;
 mod tls;

@@ -102,6 +102,8 @@ pub struct Metrics {
     pub commit: Histogram,
     /// Statements per ledger commit (PostgreSQL: always 1).
     pub commit_batch: Histogram,
+    /// PostgreSQL commits whose wait for the synchronous standby was cancelled: not durable.
+    pub commits_not_replicated: IntCounter,
     /// Channel connections open now.
     pub connections_open: IntGauge,
     /// Channel connections closed at once, by the limit that refused them.
@@ -225,6 +227,11 @@ impl Metrics {
                 "txrelay_ledger_commit_batch_size",
                 "Statements per ledger commit (1 on PostgreSQL).",
                 BATCH_BUCKETS,
+            ),
+            commits_not_replicated: counter(
+                "txrelay_ledger_commits_not_replicated_total",
+                "PostgreSQL commits whose wait for the synchronous standby was cancelled, \
+                 taken as not written (a claim E905, a result E901).",
             ),
             connections_open: gauge("txrelay_connections_open", "Channel connections open now."),
             connections_refused: counter_vec(

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use ledger::error::LedgerError;
 use ledger::state::{Change, Row, State};
 use ledger::store::Store;
 use log::warn;
@@ -140,7 +141,8 @@ pub fn record_result<S: Store + ?Sized>(
 }
 
 /// Makes a guarded change, retrying while the ledger fails until `by`: safe, because the
-/// statement names the state and attempt it leaves, so it happens at most once.
+/// statement names the state and attempt it leaves, so it happens at most once. A change
+/// whose commit was not replicated (PostgreSQL) is not retried.
 fn record<S: Store + ?Sized>(
     store: &S,
     change: &Change,
@@ -149,6 +151,9 @@ fn record<S: Store + ?Sized>(
     let mut pause = Duration::from_millis(20);
     loop {
         match store.transition(change) {
+            // Not retried: the write is on the primary alone, and a retry would find the row
+            // moved on and answer from it as if the result were durable.
+            Err(e @ LedgerError::NotReplicated { .. }) => return Err(e),
             Err(e) if Instant::now() + pause < by => {
                 // A ledger that stays locked makes every request retry dozens of times.
                 warn_limited!(PER_REQUEST, "results retried",

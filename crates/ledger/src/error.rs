@@ -51,6 +51,11 @@ pub enum LedgerError {
     Unavailable(String),
     /// A session's commits would not be durable.
     NotDurable(String),
+    /// A COMMIT came back with PostgreSQL's warning that its wait for the synchronous
+    /// standby was cancelled (contract §7, v1.3): on the primary alone, lost in a failover.
+    /// The write counts as not made (a claim not won, a result not written) and its
+    /// connection was closed. Not retried: the row may be there on this primary.
+    NotReplicated { what: &'static str },
     /// `migrate` moved this SQLite ledger to `to` (a URL, its password masked) at `at`:
     /// nothing may use it any more (its rows live on there).
     Moved {
@@ -127,6 +132,12 @@ impl fmt::Display for LedgerError {
             LedgerError::NotDurable(got) => write!(
                 f,
                 "the database session's commits would not be durable ({got}); refusing it"
+            ),
+            LedgerError::NotReplicated { what } => write!(
+                f,
+                "{what}: the commit was not replicated to the synchronous standby (its wait \
+                 was cancelled: committed on the primary alone, lost in a failover); treated \
+                 as not written, connection closed"
             ),
             LedgerError::Moved { path, to, at } => write!(
                 f,

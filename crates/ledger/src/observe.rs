@@ -1,6 +1,7 @@
 //! What the ledger reports about its own work, for whoever keeps metrics (the relay's
-//! `txrelay_ledger_commit_*`): each commit's statement count and how long it took. Nothing
-//! here knows a metrics library; without an observer the reports go nowhere.
+//! `txrelay_ledger_commit_*`): each commit's statement count and how long it took, and each
+//! PostgreSQL commit whose wait for the synchronous standby was cut short. Nothing here
+//! knows a metrics library; without an observer the reports go nowhere.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -8,7 +9,12 @@ use std::time::Duration;
 /// Called once per commit with its number of statements and its duration.
 pub type CommitObserver = fn(usize, Duration);
 
+/// Called once per commit that was not replicated (`postgres::sync_wait`), with what it was
+/// writing ("claiming", "recording a result", ...).
+pub type NotReplicatedObserver = fn(&'static str);
+
 static OBSERVER: OnceLock<CommitObserver> = OnceLock::new();
+static NOT_REPLICATED: OnceLock<NotReplicatedObserver> = OnceLock::new();
 
 /// Sets the observer, once per process (later calls are ignored).
 pub fn on_commit(f: CommitObserver) {
@@ -18,5 +24,16 @@ pub fn on_commit(f: CommitObserver) {
 pub(crate) fn commit(statements: usize, took: Duration) {
     if let Some(f) = OBSERVER.get() {
         f(statements, took);
+    }
+}
+
+/// Sets the observer of commits not replicated, once per process (later calls are ignored).
+pub fn on_not_replicated(f: NotReplicatedObserver) {
+    let _ = NOT_REPLICATED.set(f);
+}
+
+pub(crate) fn not_replicated(what: &'static str) {
+    if let Some(f) = NOT_REPLICATED.get() {
+        f(what);
     }
 }

@@ -131,6 +131,8 @@ pub(super) fn shared(e: &LedgerError) -> LedgerError {
             after: *after,
         },
         LedgerError::PoolExhausted => LedgerError::PoolExhausted,
+        // Kept as it is: the relay must not retry such a write (see `NotReplicated`).
+        LedgerError::NotReplicated { what } => LedgerError::NotReplicated { what },
         other => LedgerError::Unavailable(format!("the batch was not committed: {other}")),
     }
 }

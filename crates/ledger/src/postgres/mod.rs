@@ -13,8 +13,10 @@ mod reconcile;
 mod recovery;
 mod results;
 mod schema;
+mod session;
 mod sql;
 mod store;
+mod sync_wait;
 mod tls;
 pub mod url;
 

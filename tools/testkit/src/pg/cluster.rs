@@ -63,16 +63,30 @@ impl Cluster {
         if let Some(hba) = &setup.hba {
             write_owned(&data.join("pg_hba.conf"), hba.as_bytes(), 0o600)?;
         }
+        let opts = setup
+            .settings
+            .iter()
+            .map(|(k, v)| format!("-c {k}={v}"))
+            .collect();
+        Cluster::start_in(bin, dir, opts)
+    }
+
+    /// Starts the server whose data folder is `dir`/data (made ready by the caller: by
+    /// `initdb`, or by `pg_basebackup` for a standby) on a free port, its socket in
+    /// `dir`/sock, and stops it at exit.
+    pub(super) fn start_in(
+        bin: PathBuf,
+        dir: tempfile::TempDir,
+        extra_opts: Vec<String>,
+    ) -> anyhow::Result<Cluster> {
+        let data = dir.path().join("data");
+        let sockets = dir.path().join("sock");
         let port = crate::free_port();
         let c = Cluster {
             bin,
             data,
             port,
-            extra_opts: setup
-                .settings
-                .iter()
-                .map(|(k, v)| format!("-c {k}={v}"))
-                .collect(),
+            extra_opts,
             _dir: dir,
         };
         c.pg_ctl_start(&sockets)?;
@@ -82,6 +96,11 @@ impl Cluster {
             .push((c.bin.clone(), c.data.clone()));
         register_stop_at_exit();
         Ok(c)
+    }
+
+    /// The folder of the server's binaries (`initdb`, `pg_ctl`, `pg_basebackup`).
+    pub(super) fn bin(&self) -> &Path {
+        &self.bin
     }
 
     /// The folder of the server's Unix socket.
@@ -215,7 +234,7 @@ impl Drop for Cluster {
 }
 /// Where PostgreSQL's server binaries are: `PG_BIN`, else the newest
 /// `/usr/lib/postgresql/*/bin` (Debian), else `initdb` on `PATH`.
-fn pg_bin_dir() -> anyhow::Result<PathBuf> {
+pub(super) fn pg_bin_dir() -> anyhow::Result<PathBuf> {
     if let Some(dir) = std::env::var_os("PG_BIN") {
         return Ok(PathBuf::from(dir));
     }
@@ -245,7 +264,7 @@ fn is_root() -> bool {
 }
 
 /// `initdb` and `pg_ctl` refuse to run as root: as root, run them as `postgres`.
-fn as_postgres(program: &Path) -> Command {
+pub(super) fn as_postgres(program: &Path) -> Command {
     if is_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(program);
@@ -264,7 +283,7 @@ fn write_owned(path: &Path, content: &[u8], mode: u32) -> anyhow::Result<()> {
     give_to_postgres(path)
 }
 
-fn give_to_postgres(path: &Path) -> anyhow::Result<()> {
+pub(super) fn give_to_postgres(path: &Path) -> anyhow::Result<()> {
     if !is_root() {
         return Ok(());
     }

@@ -12,10 +12,14 @@
 //! certificate and key, say). Such a server's own SQL (`Server::exec`) goes through its Unix
 //! socket, so that a `pg_hba.conf` that refuses plain TCP does not lock the tests out.
 //!
+//! A cluster may also get a synchronous standby of its own (`Server::own_with_sync_standby`,
+//! in `standby`), which the tests freeze to make the primary's commits wait.
+//!
 //! Here the server the tests use (`Server`: ours, or `TEST_DATABASE_URL`'s) and its set-up;
 //! in `cluster` the cluster of our own that is started, restarted, frozen and stopped.
 
 mod cluster;
+mod standby;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 pub use self::cluster::Cluster;
+pub use self::standby::Standby;
 
 /// Set (to anything) where a missing PostgreSQL must fail the tests instead of skipping
 /// them: CI sets it.
