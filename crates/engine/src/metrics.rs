@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard, Once};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use log::warn;
 use prometheus::{
     Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -30,9 +29,6 @@ use prometheus::{
 
 use ledger::state::State;
 pub use ledger::store::DEFAULT_MAX_INQUIRIES;
-use ledger::store::Store;
-
-use crate::every::Every;
 
 /// The commit the binaries were built from (`build.rs`: `git rev-parse --short HEAD`, or
 /// `TXRELAY_COMMIT`, or `unknown`).
@@ -45,31 +41,6 @@ pub const VERSION: &str = concat!(
     env!("TXRELAY_COMMIT"),
     ")"
 );
-
-/// reprocess's usual `--max-attempts` (its wrapper's default; inspect's too).
-pub const DEFAULT_MAX_ATTEMPTS: i64 = 3;
-
-/// What the sampler counts against: the relay's `--max-inquiries` and `--max-attempts`, set
-/// as resolve's and reprocess's are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Thresholds {
-    /// A GUID still in doubt with this many failed inquiries needs an operator.
-    pub max_inquiries: u32,
-    /// A FAILED/E902 row with this many attempts is at reprocess's cap.
-    pub max_attempts: i64,
-}
-
-impl Default for Thresholds {
-    fn default() -> Thresholds {
-        Thresholds {
-            max_inquiries: DEFAULT_MAX_INQUIRIES,
-            max_attempts: DEFAULT_MAX_ATTEMPTS,
-        }
-    }
-}
-
-/// How often the sampler reads rows by state and the oldest UNKNOWN row's age.
-pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The `channel` label (and log field) of an anonymous channel's requests.
 pub const ANONYMOUS: &str = "-";
@@ -514,263 +485,11 @@ impl Metrics {
         self.commit.observe(took.as_secs_f64());
         self.commit_batch.observe(statements as f64);
     }
-
-    /// Reads rows by state, the oldest UNKNOWN and FAILED rows' ages, the GUIDs that need an
-    /// operator and the rows at the attempt cap (by `limits`) from `store` into the gauges;
-    /// none of them if any query fails.
-    pub fn sample(&self, store: &dyn Store, limits: &Thresholds) -> ledger::error::Result<()> {
-        let sampled = (|| {
-            Ok(Sample {
-                counts: store.count_by_state()?,
-                oldest_unknown: store.oldest_age_secs(State::Unknown)?,
-                oldest_failed: store.oldest_age_secs(State::Failed)?,
-                needs_operator: store
-                    .needs_operator_first(limits.max_inquiries, 0)
-                    .map(|c| c.total)?,
-                at_attempt_cap: store
-                    .at_attempt_cap(limits.max_attempts, 0)
-                    .map(|c| c.total)?,
-            })
-        })();
-        let sample = match sampled {
-            Ok(s) => s,
-            Err(e) => {
-                self.sample_errors.inc();
-                return Err(e);
-            }
-        };
-        let _whole = self.one_sample();
-        let counts = sample.counts;
-        for state in State::ALL {
-            // Every state, so that one with no row is 0, not missing.
-            let n = counts
-                .iter()
-                .find(|(s, _)| *s == state)
-                .map_or(0, |(_, n)| *n);
-            self.rows.with_label_values(&[state.as_str()]).set(n);
-        }
-        self.oldest_unknown
-            .set(sample.oldest_unknown.unwrap_or(0.0).max(0.0));
-        self.oldest_failed
-            .set(sample.oldest_failed.unwrap_or(0.0).max(0.0));
-        self.needs_operator.set(sample.needs_operator);
-        self.at_attempt_cap.set(sample.at_attempt_cap);
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        self.sampled_at.set(now.as_secs_f64());
-        Ok(())
-    }
 }
 
-/// One sample's readings, all taken before any gauge is set.
-struct Sample {
-    counts: Vec<(State, i64)>,
-    oldest_unknown: Option<f64>,
-    oldest_failed: Option<f64>,
-    needs_operator: i64,
-    at_attempt_cap: i64,
-}
+mod sample;
 
-/// The thread that samples the ledger every `SAMPLE_INTERVAL` (at once when started); it
-/// stops when this is dropped.
-pub struct Sampler {
-    _thread: Every,
-}
-
-impl Sampler {
-    pub fn start(
-        store: std::sync::Arc<dyn Store>,
-        every: Duration,
-        limits: Thresholds,
-    ) -> std::io::Result<Sampler> {
-        Every::start("metrics-sampler", every, move || {
-            if let Err(e) = metrics().sample(store.as_ref(), &limits) {
-                warn!("cannot sample the ledger for metrics: {e}");
-            }
-        })
-        .map(|thread| Sampler { _thread: thread })
-    }
-}
+pub use sample::{DEFAULT_MAX_ATTEMPTS, SAMPLE_INTERVAL, Sampler, Thresholds};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-
-    #[test]
-    fn the_exposition_has_every_family_with_help_and_type() {
-        let m = metrics();
-        m.request(b"0000", None, "tcp");
-        m.core_call("not_sent", Duration::from_millis(3));
-        m.commit(4, Duration::from_micros(700));
-        let text = m.encode();
-        for name in [
-            "txrelay_requests_total",
-            "txrelay_core_call_duration_seconds",
-            "txrelay_ledger_commit_duration_seconds",
-            "txrelay_ledger_commit_batch_size",
-            "txrelay_connections_open",
-            "txrelay_connections_refused_total",
-            "txrelay_core_connections",
-            "txrelay_ledger_rows",
-            "txrelay_ledger_oldest_unknown_age_seconds",
-            "txrelay_ledger_sampled_timestamp_seconds",
-            "txrelay_ledger_sample_errors_total",
-            "txrelay_late_replies_adopted_total",
-            "txrelay_late_replies_dropped_total",
-            "txrelay_late_replies_arrived_total",
-            "txrelay_late_replies_settled_total",
-            "txrelay_late_replies_waiting",
-            "txrelay_ledger_oldest_failed_age_seconds",
-            "txrelay_ledger_needs_operator",
-            "txrelay_ledger_failed_at_attempt_cap",
-            "txrelay_ledger_recovering",
-            "txrelay_recovery_inquiries_total",
-            "txrelay_build_info",
-        ] {
-            assert!(text.contains(&format!("# HELP {name} ")), "{name}\n{text}");
-            assert!(text.contains(&format!("# TYPE {name} ")), "{name}\n{text}");
-        }
-        assert!(
-            text.contains("txrelay_requests_total{code=\"0000\"}"),
-            "{text}"
-        );
-        assert!(
-            text.contains("txrelay_ledger_rows{state=\"UNKNOWN\"}"),
-            "{text}"
-        );
-        assert!(
-            text.contains("txrelay_core_call_duration_seconds_bucket{outcome=\"not_sent\",le="),
-            "{text}"
-        );
-        let build = format!(
-            "txrelay_build_info{{commit=\"{COMMIT}\",version=\"{}\"}} 1\n",
-            env!("CARGO_PKG_VERSION")
-        );
-        assert!(text.contains(&build), "{build}\n{text}");
-        assert!(!COMMIT.is_empty());
-        assert_eq!(VERSION, format!("0.1.0 (commit {COMMIT})"));
-        #[cfg(target_os = "linux")]
-        for name in [
-            "process_resident_memory_bytes",
-            "process_open_fds",
-            "process_threads",
-        ] {
-            assert!(text.contains(&format!("\n{name} ")), "{name}\n{text}");
-        }
-    }
-
-    #[test]
-    fn a_sample_reads_counts_and_the_oldest_unknown_age() {
-        let dir = tempfile::tempdir().unwrap();
-        let l = ledger::sqlite::Ledger::open(&dir.path().join("l.db")).unwrap();
-        l.connection()
-            .execute_batch(
-                "INSERT INTO tx (guid, state, attempts, updated_at) VALUES \
-                 ('a', 'UNKNOWN', 1, datetime('now', '-3600 seconds')), \
-                 ('b', 'UNKNOWN', 1, datetime('now', '-60 seconds')), \
-                 ('c', 'DONE', 1, datetime('now'));",
-            )
-            .unwrap();
-        let store: Arc<dyn Store> = Arc::new(Mutex::new(l));
-        let oldest = store.oldest_age_secs(State::Unknown).unwrap().unwrap();
-        assert!((3599.0..3700.0).contains(&oldest), "{oldest}");
-        assert_eq!(store.oldest_age_secs(State::Failed).unwrap(), None);
-        assert_eq!(
-            store.needs_operator_first(1, 0).map(|c| c.total).unwrap(),
-            0
-        );
-        assert_eq!(store.at_attempt_cap(1, 0).map(|c| c.total).unwrap(), 0);
-        // The global gauges are shared with other tests: check the sample's own numbers.
-        metrics()
-            .sample(store.as_ref(), &Thresholds::default())
-            .unwrap();
-        assert!(metrics().sampled_at.get() > 0.0);
-    }
-
-    /// A scrape shows one sample whole, never half of one: the rows by state and the ages
-    /// read in the same sample (once, in CI, a scrape read the rows' gauge before a sample
-    /// and the ages after it: UNKNOWN rows 0, the oldest UNKNOWN an hour old).
-    #[test]
-    fn a_scrape_never_shows_half_a_sample() {
-        let dir = tempfile::tempdir().unwrap();
-        let open = |name: &str, rows: &str| -> Arc<dyn Store> {
-            let l = ledger::sqlite::Ledger::open(&dir.path().join(name)).unwrap();
-            l.connection().execute_batch(rows).unwrap();
-            Arc::new(Mutex::new(l))
-        };
-        let one = open(
-            "one.db",
-            "INSERT INTO tx (guid, state, attempts, updated_at) VALUES \
-             ('a', 'UNKNOWN', 1, datetime('now', '-3600 seconds'));",
-        );
-        let none = open("none.db", "");
-        let m = Arc::new(Metrics::new());
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let sampler = {
-            let (m, stop) = (m.clone(), stop.clone());
-            std::thread::spawn(move || {
-                for store in [&one, &none].into_iter().cycle() {
-                    if stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    m.sample(store.as_ref(), &Thresholds::default()).unwrap();
-                }
-            })
-        };
-        let value = |text: &str, key: &str| -> f64 {
-            let line = text.lines().find(|l| l.starts_with(key)).unwrap();
-            line[key.len()..].trim().parse().unwrap()
-        };
-        let mut torn = 0;
-        for _ in 0..3000 {
-            let text = m.encode();
-            let rows = value(&text, "txrelay_ledger_rows{state=\"UNKNOWN\"}");
-            let age = value(&text, "txrelay_ledger_oldest_unknown_age_seconds");
-            if (rows > 0.0) != (age > 0.0) {
-                torn += 1;
-            }
-        }
-        stop.store(true, Ordering::Relaxed);
-        sampler.join().unwrap();
-        assert_eq!(torn, 0, "scrapes that showed half a sample");
-    }
-
-    #[test]
-    fn needs_operator_and_the_attempt_cap_are_counted_against_the_thresholds() {
-        let dir = tempfile::tempdir().unwrap();
-        let l = ledger::sqlite::Ledger::open(&dir.path().join("l.db")).unwrap();
-        l.connection()
-            .execute_batch(
-                "INSERT INTO tx (guid, state, rsp_code, attempts, updated_at) VALUES \
-                 ('f2', 'FAILED', 'E902', 2, datetime('now', '-7200 seconds')), \
-                 ('f3', 'FAILED', 'E902', 3, datetime('now')), \
-                 ('f7', 'FAILED', 'E902', 7, datetime('now')), \
-                 ('u', 'UNKNOWN', 'E901', 1, datetime('now')), \
-                 ('u19', 'UNKNOWN', 'E901', 1, datetime('now')), \
-                 ('s', 'SENT', NULL, 1, datetime('now')), \
-                 ('d', 'DONE', '0000', 9, datetime('now')); \
-                 INSERT INTO tx_inquiry (guid, failures, next_at) VALUES \
-                 ('u', 20, datetime('now')), ('u19', 19, datetime('now')), \
-                 ('s', 25, datetime('now')), ('d', 30, datetime('now'));",
-            )
-            .unwrap();
-        let store: Arc<dyn Store> = Arc::new(Mutex::new(l));
-        // DONE is no longer in doubt, whatever its record says; FAILED/E902 from the cap up.
-        let counts = |inquiries, attempts| {
-            (
-                store
-                    .needs_operator_first(inquiries, 0)
-                    .map(|c| c.total)
-                    .unwrap(),
-                store.at_attempt_cap(attempts, 0).map(|c| c.total).unwrap(),
-            )
-        };
-        assert_eq!(counts(20, 3), (2, 2));
-        assert_eq!(counts(19, 2), (3, 3));
-        assert_eq!(counts(26, 8), (0, 0));
-        let oldest = store.oldest_age_secs(State::Failed).unwrap().unwrap();
-        assert!((7199.0..7300.0).contains(&oldest), "{oldest}");
-    }
-}
+mod tests;

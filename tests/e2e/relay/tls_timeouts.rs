@@ -182,18 +182,23 @@ fn assert_closed_at_the_timeout(
     );
 }
 
-#[test]
-fn a_frame_trickled_inside_tls_is_closed_at_the_frame_timeout() {
-    skip_if_unavailable!();
-    let s = doors(&["--frame-timeout-ms", "1500", "--idle-timeout-secs", "300"]);
-    let mut chan = RawTls::connect(&s.relay.addr, &s.pki);
-    let frame = wire::frame(&msg("G-TRICKLE-TCP", 5, ""));
-    // The frame's first bytes at once, the rest one byte of its record at a time.
+/// Sends `head` bytes of `request` to the door at `addr` at once and the rest one byte of its
+/// TLS record at a time: the connection is closed at the frame timeout, logged so, and
+/// `guid` never claimed.
+fn trickled_request_is_closed_at_the_frame_timeout(
+    s: &Doors,
+    addr: &str,
+    request: &[u8],
+    head: usize,
+    guid: &str,
+    what: &str,
+) {
+    let mut chan = RawTls::connect(addr, &s.pki);
     let started = Instant::now();
-    chan.send(&frame[..4]);
-    let rest = chan.seal(&frame[4..]);
+    chan.send(&request[..head]);
+    let rest = chan.seal(&request[head..]);
     let closed_at = chan.trickle_until_closed(rest, FRAME + MARGIN);
-    assert_closed_at_the_timeout("a trickled frame", started, closed_at, FRAME);
+    assert_closed_at_the_timeout(what, started, closed_at, FRAME);
     assert!(
         closed_for(
             &s.relay,
@@ -203,32 +208,41 @@ fn a_frame_trickled_inside_tls_is_closed_at_the_frame_timeout() {
         "{}",
         s.relay.stderr()
     );
-    assert_eq!(s.db.state("G-TRICKLE-TCP"), None, "nothing was claimed");
+    assert_eq!(s.db.state(guid), None, "nothing was claimed");
     assert_eq!(s.core.total_bookings(), 0);
+}
+
+#[test]
+fn a_frame_trickled_inside_tls_is_closed_at_the_frame_timeout() {
+    skip_if_unavailable!();
+    let s = doors(&["--frame-timeout-ms", "1500", "--idle-timeout-secs", "300"]);
+    // The frame's length at once, the rest one byte of its record at a time.
+    let frame = wire::frame(&msg("G-TRICKLE-TCP", 5, ""));
+    let addr = s.relay.addr.clone();
+    trickled_request_is_closed_at_the_frame_timeout(
+        &s,
+        &addr,
+        &frame,
+        4,
+        "G-TRICKLE-TCP",
+        "a trickled frame",
+    );
 }
 
 #[test]
 fn an_http_request_trickled_inside_tls_is_closed_at_the_frame_timeout() {
     skip_if_unavailable!();
     let s = doors(&["--frame-timeout-ms", "1500", "--idle-timeout-secs", "300"]);
-    let mut chan = RawTls::connect(&s.http, &s.pki);
     let request = post_bytes(Some("\"G-TRICKLE-HTTP\""), &transfer_body(5, ""));
-    let started = Instant::now();
-    chan.send(&request[..20]);
-    let rest = chan.seal(&request[20..]);
-    let closed_at = chan.trickle_until_closed(rest, FRAME + MARGIN);
-    assert_closed_at_the_timeout("a trickled HTTP request", started, closed_at, FRAME);
-    assert!(
-        closed_for(
-            &s.relay,
-            chan.port(),
-            "frame not complete within the frame timeout"
-        ),
-        "{}",
-        s.relay.stderr()
+    let addr = s.http.clone();
+    trickled_request_is_closed_at_the_frame_timeout(
+        &s,
+        &addr,
+        &request,
+        20,
+        "G-TRICKLE-HTTP",
+        "a trickled HTTP request",
     );
-    assert_eq!(s.db.state("G-TRICKLE-HTTP"), None, "nothing was claimed");
-    assert_eq!(s.core.total_bookings(), 0);
 }
 
 /// Between requests, a record that never ends is idleness: closed at the idle timeout,

@@ -1,0 +1,118 @@
+//! Sampling the ledger into the gauges: rows by state, the oldest UNKNOWN and FAILED rows'
+//! ages, the GUIDs that need an operator and the rows at reprocess's attempt cap, each a
+//! query (a count or a `min`, never rows), read by a `Sampler` thread every
+//! `SAMPLE_INTERVAL` against the relay's `Thresholds`, not per scrape.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use log::warn;
+
+use ledger::state::State;
+use ledger::store::{DEFAULT_MAX_INQUIRIES, Store};
+
+use super::{Metrics, metrics};
+use crate::every::Every;
+
+/// reprocess's usual `--max-attempts` (its wrapper's default; inspect's too).
+pub const DEFAULT_MAX_ATTEMPTS: i64 = 3;
+
+/// What the sampler counts against: the relay's `--max-inquiries` and `--max-attempts`, set
+/// as resolve's and reprocess's are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    /// A GUID still in doubt with this many failed inquiries needs an operator.
+    pub max_inquiries: u32,
+    /// A FAILED/E902 row with this many attempts is at reprocess's cap.
+    pub max_attempts: i64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Thresholds {
+        Thresholds {
+            max_inquiries: DEFAULT_MAX_INQUIRIES,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+        }
+    }
+}
+
+/// How often the sampler reads rows by state and the oldest UNKNOWN row's age.
+pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
+
+impl Metrics {
+    /// Reads rows by state, the oldest UNKNOWN and FAILED rows' ages, the GUIDs that need an
+    /// operator and the rows at the attempt cap (by `limits`) from `store` into the gauges;
+    /// none of them if any query fails.
+    pub fn sample(&self, store: &dyn Store, limits: &Thresholds) -> ledger::error::Result<()> {
+        let sampled = (|| {
+            Ok(Sample {
+                counts: store.count_by_state()?,
+                oldest_unknown: store.oldest_age_secs(State::Unknown)?,
+                oldest_failed: store.oldest_age_secs(State::Failed)?,
+                needs_operator: store
+                    .needs_operator_first(limits.max_inquiries, 0)
+                    .map(|c| c.total)?,
+                at_attempt_cap: store
+                    .at_attempt_cap(limits.max_attempts, 0)
+                    .map(|c| c.total)?,
+            })
+        })();
+        let sample = match sampled {
+            Ok(s) => s,
+            Err(e) => {
+                self.sample_errors.inc();
+                return Err(e);
+            }
+        };
+        let _whole = self.one_sample();
+        let counts = sample.counts;
+        for state in State::ALL {
+            // Every state, so that one with no row is 0, not missing.
+            let n = counts
+                .iter()
+                .find(|(s, _)| *s == state)
+                .map_or(0, |(_, n)| *n);
+            self.rows.with_label_values(&[state.as_str()]).set(n);
+        }
+        self.oldest_unknown
+            .set(sample.oldest_unknown.unwrap_or(0.0).max(0.0));
+        self.oldest_failed
+            .set(sample.oldest_failed.unwrap_or(0.0).max(0.0));
+        self.needs_operator.set(sample.needs_operator);
+        self.at_attempt_cap.set(sample.at_attempt_cap);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        self.sampled_at.set(now.as_secs_f64());
+        Ok(())
+    }
+}
+
+/// One sample's readings, all taken before any gauge is set.
+struct Sample {
+    counts: Vec<(State, i64)>,
+    oldest_unknown: Option<f64>,
+    oldest_failed: Option<f64>,
+    needs_operator: i64,
+    at_attempt_cap: i64,
+}
+
+/// The thread that samples the ledger every `SAMPLE_INTERVAL` (at once when started); it
+/// stops when this is dropped.
+pub struct Sampler {
+    _thread: Every,
+}
+
+impl Sampler {
+    pub fn start(
+        store: std::sync::Arc<dyn Store>,
+        every: Duration,
+        limits: Thresholds,
+    ) -> std::io::Result<Sampler> {
+        Every::start("metrics-sampler", every, move || {
+            if let Err(e) = metrics().sample(store.as_ref(), &limits) {
+                warn!("cannot sample the ledger for metrics: {e}");
+            }
+        })
+        .map(|thread| Sampler { _thread: thread })
+    }
+}
