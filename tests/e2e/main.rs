@@ -39,6 +39,7 @@ mod env_errors;
 mod history_upgrade;
 mod inspect;
 mod json_every_path;
+mod layering;
 mod lifecycle;
 mod one_file;
 mod purge;

@@ -14,7 +14,7 @@ mod metrics_file;
 mod out;
 mod parse;
 #[cfg(feature = "tools")]
-mod report;
+pub mod report;
 
 #[cfg(feature = "tools")]
 use std::path::PathBuf;
@@ -23,8 +23,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 pub use failure::{json_failures, print_failure, print_object, refuse_run, usage_exit};
+#[cfg(feature = "core")]
+pub use flags::Core;
 #[cfg(feature = "tools")]
-pub use flags::{Core, JsonFlag};
+pub use flags::JsonFlag;
 pub use generate::{GENERATE_ENV, generate_if_asked, write_all as write_docs};
 pub use logging::{LogFormat, stderr_line};
 #[cfg(feature = "tools")]
@@ -34,10 +36,19 @@ pub use parse::{parse, parse_from, try_parse_from};
 #[cfg(feature = "tools")]
 pub use report::{DryRun, Listed, Report, print_report};
 
-#[cfg(feature = "tools")]
+/// The commit the binaries were built from (`build.rs`: `TXRELAY_COMMIT`, else `git
+/// rev-parse --short HEAD`, else `unknown`): every tool's `--version`, the relay's
+/// `txrelay_build_info` and the batch tools' `--metrics-file`.
+pub const COMMIT: &str = env!("TXRELAY_COMMIT");
+
 /// What every tool's `--version` prints after its name: the version and the commit it was
-/// built from (`0.1.0 (commit 1a2b3c4)`; `engine`'s build script finds the commit).
-pub const VERSION: &str = engine::metrics::VERSION;
+/// built from (`0.1.0 (commit 1a2b3c4)`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TXRELAY_COMMIT"),
+    ")"
+);
 
 /// Exit codes of the tools.
 pub const EXIT_SETTLED: u8 = 0;
@@ -101,8 +112,7 @@ fn exit_code(tool: &str, result: anyhow::Result<u8>) -> u8 {
             EXIT_FATAL
         }
     };
-    #[cfg(feature = "tools")]
-    engine::log_limit::flush_all();
+    log_limit::flush_all();
     match out::take_failure() {
         Some(e) => {
             let message = format!("cannot write to stdout: {e}");

@@ -18,7 +18,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus::{GaugeVec, Opts, Registry, TextEncoder};
+use crate::COMMIT;
 
 /// The counts of one run, as the tool's summary gives them.
 #[derive(Debug, Default)]
@@ -33,56 +33,89 @@ impl RunCounts {
     }
 }
 
-/// The file's text for a run of `tool` that ended with `exit_code` after `took`.
+/// The file's text for a run of `tool` that ended with `exit_code` after `took`: the text
+/// exposition format (0.0.4), families by name and series by label value, as the
+/// `prometheus` crate writes it (the relay's `/metrics`); written here, in a few lines, so
+/// that a batch tool links no metrics library.
 pub fn render(tool: &str, counts: &RunCounts, exit_code: u8, took: Duration) -> String {
-    let r = Registry::new();
-    let gauge = |name: &str, help: &str, labels: &[&str]| {
-        let g = GaugeVec::new(Opts::new(name, help), labels).expect("a valid gauge");
-        r.register(Box::new(g.clone())).expect("unique names");
-        g
-    };
-    let rows = gauge(
-        "txrelay_batch_rows",
-        "Rows of the batch tool's last run, by outcome (its summary's counts).",
-        &["tool", "outcome"],
-    );
-    let exit = gauge(
-        "txrelay_batch_exit_code",
-        "Exit code of the batch tool's last run: 0 all settled, 1 fatal, 3 rows left.",
-        &["tool"],
-    );
-    let ended = gauge(
-        "txrelay_batch_last_run_timestamp_seconds",
-        "When the batch tool's last run ended, Unix time.",
-        &["tool"],
-    );
-    let duration = gauge(
-        "txrelay_batch_duration_seconds",
-        "How long the batch tool's last run took.",
-        &["tool"],
-    );
-    let build = gauge(
-        "txrelay_batch_build_info",
-        "1, labelled with the version and the commit of the batch tool's last run.",
-        &["tool", "version", "commit"],
-    );
-    for (outcome, n) in &counts.rows {
-        rows.with_label_values(&[tool, outcome]).set(*n as f64);
-    }
-    exit.with_label_values(&[tool]).set(f64::from(exit_code));
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    ended.with_label_values(&[tool]).set(now.as_secs_f64());
-    duration.with_label_values(&[tool]).set(took.as_secs_f64());
-    build
-        .with_label_values(&[tool, env!("CARGO_PKG_VERSION"), engine::metrics::COMMIT])
-        .set(1.0);
+    let mut rows = counts.rows.clone();
+    rows.sort_by_key(|(outcome, _)| *outcome);
     let mut out = String::new();
-    TextEncoder::new()
-        .encode_utf8(&r.gather(), &mut out)
-        .expect("encoding into a String cannot fail");
+    family(
+        &mut out,
+        "txrelay_batch_build_info",
+        "1, labelled with the version and the commit of the batch tool's last run.",
+        &[(
+            &[
+                ("commit", COMMIT),
+                ("tool", tool),
+                ("version", env!("CARGO_PKG_VERSION")),
+            ],
+            1.0,
+        )],
+    );
+    family(
+        &mut out,
+        "txrelay_batch_duration_seconds",
+        "How long the batch tool's last run took.",
+        &[(&[("tool", tool)], took.as_secs_f64())],
+    );
+    family(
+        &mut out,
+        "txrelay_batch_exit_code",
+        "Exit code of the batch tool's last run: 0 all settled, 1 fatal, 3 rows left.",
+        &[(&[("tool", tool)], f64::from(exit_code))],
+    );
+    family(
+        &mut out,
+        "txrelay_batch_last_run_timestamp_seconds",
+        "When the batch tool's last run ended, Unix time.",
+        &[(&[("tool", tool)], now.as_secs_f64())],
+    );
+    let labels: Vec<[(&str, &str); 2]> = rows
+        .iter()
+        .map(|(outcome, _)| [("outcome", *outcome), ("tool", tool)])
+        .collect();
+    let series: Vec<(&[(&str, &str)], f64)> = labels
+        .iter()
+        .zip(&rows)
+        .map(|(labels, (_, n))| (&labels[..], *n as f64))
+        .collect();
+    family(
+        &mut out,
+        "txrelay_batch_rows",
+        "Rows of the batch tool's last run, by outcome (its summary's counts).",
+        &series,
+    );
     out
+}
+
+/// One gauge family: its help, its type, and a line per series (labels in name order); none
+/// at all without a series (a fatal run has no counts).
+fn family(out: &mut String, name: &str, help: &str, series: &[(&[(&str, &str)], f64)]) {
+    use std::fmt::Write as _;
+    if series.is_empty() {
+        return;
+    }
+    let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    for (labels, value) in series {
+        let labels: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+            .collect();
+        let _ = writeln!(out, "{name}{{{}}} {value}", labels.join(","));
+    }
+}
+
+/// A label value as the format quotes it: backslash, double quote and newline escaped.
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Writes `text` to `path` atomically: into a new file of a unique name in `path`'s
@@ -139,7 +172,7 @@ mod tests {
         );
         let build = format!(
             "txrelay_batch_build_info{{commit=\"{}\",tool=\"resolve\",version=\"{}\"}} 1\n",
-            engine::metrics::COMMIT,
+            COMMIT,
             env!("CARGO_PKG_VERSION")
         );
         assert!(text.contains(&build), "{build}\n{text}");
@@ -153,6 +186,79 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "x 1\n");
         let bad = dir.path().join("no-such-dir").join("f.prom");
         assert!(write_atomically(&bad, "x 1\n").is_err());
+    }
+
+    /// The text is what the `prometheus` crate writes for the same gauges (the relay's
+    /// encoder), the run's end time aside; label values and help escaped alike.
+    #[test]
+    fn the_text_is_what_the_prometheus_encoder_writes() {
+        let tool = "re\"so\\lve\n";
+        let counts = vec![("examined", 5), ("done", 3), ("left", 0)];
+        same_as_the_encoder(tool, RunCounts { rows: counts });
+        same_as_the_encoder("purge", RunCounts::default());
+    }
+
+    fn same_as_the_encoder(tool: &str, counts: RunCounts) {
+        use prometheus::{GaugeVec, Opts, Registry, TextEncoder};
+        let ours = render(tool, &counts, 3, Duration::from_millis(1500));
+        let r = Registry::new();
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            let g = GaugeVec::new(Opts::new(name, help), labels).unwrap();
+            r.register(Box::new(g.clone())).unwrap();
+            g
+        };
+        let rows = gauge(
+            "txrelay_batch_rows",
+            "Rows of the batch tool's last run, by outcome (its summary's counts).",
+            &["tool", "outcome"],
+        );
+        for (outcome, n) in &counts.rows {
+            rows.with_label_values(&[tool, outcome]).set(*n as f64);
+        }
+        gauge(
+            "txrelay_batch_exit_code",
+            "Exit code of the batch tool's last run: 0 all settled, 1 fatal, 3 rows left.",
+            &["tool"],
+        )
+        .with_label_values(&[tool])
+        .set(3.0);
+        gauge(
+            "txrelay_batch_last_run_timestamp_seconds",
+            "When the batch tool's last run ended, Unix time.",
+            &["tool"],
+        )
+        .with_label_values(&[tool])
+        .set(0.0);
+        gauge(
+            "txrelay_batch_duration_seconds",
+            "How long the batch tool's last run took.",
+            &["tool"],
+        )
+        .with_label_values(&[tool])
+        .set(1.5);
+        gauge(
+            "txrelay_batch_build_info",
+            "1, labelled with the version and the commit of the batch tool's last run.",
+            &["tool", "version", "commit"],
+        )
+        .with_label_values(&[tool, env!("CARGO_PKG_VERSION"), COMMIT])
+        .set(1.0);
+        let mut theirs = String::new();
+        TextEncoder::new()
+            .encode_utf8(&r.gather(), &mut theirs)
+            .unwrap();
+        let ended = |text: &str| -> String {
+            text.lines()
+                .map(
+                    |l| match l.split_once("txrelay_batch_last_run_timestamp_seconds{") {
+                        Some(("", rest)) => rest.rsplit_once(' ').unwrap().0.to_string(),
+                        _ => l.to_string(),
+                    },
+                )
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(ended(&ours), ended(&theirs));
     }
 
     /// A link planted where a fixed temporary name would be (`PATH.tmp`) is never followed:

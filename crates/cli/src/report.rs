@@ -1,6 +1,5 @@
 //! A run's summary as the tools print it: one line, or one JSON object with `--json`.
 
-use engine::batch::{PurgeSummary, ReprocessSummary, ResolveSummary};
 use ledger::migrate::MigrateSummary;
 use ledger::{Row, State};
 use serde::Serialize;
@@ -34,115 +33,13 @@ pub fn print_report<R: Report>(tool: &str, report: &R, json: bool) -> u8 {
     code
 }
 
-fn counts(named: &[(&'static str, usize)]) -> Vec<(&'static str, u64)> {
+pub fn counts(named: &[(&'static str, usize)]) -> Vec<(&'static str, u64)> {
     named.iter().map(|&(k, n)| (k, n as u64)).collect()
 }
 
 /// 0 when nothing is left for a later run, else 3.
-fn settled_if(left: usize) -> u8 {
+pub fn settled_if(left: usize) -> u8 {
     if left == 0 { EXIT_SETTLED } else { EXIT_LEFT }
-}
-
-impl Report for ResolveSummary {
-    fn line(&self) -> String {
-        format!(
-            "resolve: {} examined, {} DONE, {} FAILED, {} left (inquiry error), {} SENT->UNKNOWN, {} skipped, {} changed by another writer, {} need an operator",
-            self.examined,
-            self.done,
-            self.failed,
-            self.left,
-            self.sent_to_unknown,
-            self.skipped,
-            self.raced,
-            self.needs_operator.len()
-        )
-    }
-
-    /// 3 also while any GUID waits for an operator, however long ago resolve gave up on it.
-    fn exit_code(&self) -> u8 {
-        settled_if(self.left + self.sent_to_unknown + self.skipped + self.needs_operator.len())
-    }
-
-    fn counts(&self) -> Vec<(&'static str, u64)> {
-        counts(&[
-            ("examined", self.examined),
-            ("done", self.done),
-            ("failed", self.failed),
-            ("left", self.left),
-            ("sent_to_unknown", self.sent_to_unknown),
-            ("skipped", self.skipped),
-            ("changed_by_another_writer", self.raced),
-        ])
-    }
-}
-
-impl Report for ReprocessSummary {
-    fn line(&self) -> String {
-        let mut line = format!(
-            "reprocess: {} examined, {} sent, {} DONE, {} FAILED, {} UNKNOWN, {} not tried (core unreachable), {} skipped, {} changed by another writer",
-            self.examined,
-            self.sent,
-            self.done,
-            self.failed,
-            self.unknown,
-            self.not_tried,
-            self.skipped,
-            self.raced
-        );
-        // Only a run on a recovering ledger (contract §11) has these: the line stays as it
-        // was for every other run.
-        if self.recovered + self.recovery_left > 0 {
-            line.push_str(&format!(
-                "; recovering: {} settled DONE from the core's booking (not sent), {} left \
-                 (the core's answer was no proof either way)",
-                self.recovered, self.recovery_left
-            ));
-        }
-        line
-    }
-
-    fn exit_code(&self) -> u8 {
-        settled_if(self.failed + self.unknown + self.not_tried + self.skipped)
-    }
-
-    fn counts(&self) -> Vec<(&'static str, u64)> {
-        counts(&[
-            ("examined", self.examined),
-            ("sent", self.sent),
-            ("done", self.done),
-            ("failed", self.failed),
-            ("unknown", self.unknown),
-            ("not_tried", self.not_tried),
-            ("skipped", self.skipped),
-            ("changed_by_another_writer", self.raced),
-            ("recovered", self.recovered),
-            ("recovery_left", self.recovery_left),
-        ])
-    }
-}
-
-impl Report for PurgeSummary {
-    fn line(&self) -> String {
-        let mut line = format!(
-            "purge: {} deleted (DONE rows older than {} days)",
-            self.deleted, self.days
-        );
-        if let Some(h) = self.history_days {
-            line.push_str(&format!(
-                ", {} history rows deleted (older than {h} days)",
-                self.history_deleted
-            ));
-        }
-        line
-    }
-
-    fn exit_code(&self) -> u8 {
-        EXIT_SETTLED
-    }
-
-    fn counts(&self) -> Vec<(&'static str, u64)> {
-        counts(&[("deleted", self.deleted)])
-    }
 }
 
 impl Report for MigrateSummary {

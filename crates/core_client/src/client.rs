@@ -18,6 +18,11 @@ use wire::{TX_TRNF, Transfer};
 
 /// Idle keep-alive connections kept to the core, and for how long.
 pub const MAX_IDLE: usize = 256;
+
+/// How many calls to the core a batch tool (resolve, reprocess) makes at once unless told
+/// otherwise (their `--parallel`); at most [`MAX_IDLE`], so that every worker keeps its own
+/// connection alive.
+pub const DEFAULT_PARALLEL: usize = 8;
 const MAX_IDLE_AGE: Duration = Duration::from_secs(2);
 
 /// Largest core answer we read; anything longer is not a booking and is cut (→ unknown).

@@ -16,5 +16,5 @@ mod outcome;
 pub mod pre_send;
 pub mod tls;
 
-pub use client::{BadCoreUrl, CoreClient, MAX_IDLE, transfer_json};
+pub use client::{BadCoreUrl, CoreClient, DEFAULT_PARALLEL, MAX_IDLE, transfer_json};
 pub use outcome::{Inquiry, InquiryDetail, Ours, Outcome, outcome_of};

@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 
 /// Called with +1 when a transport to the core is made and -1 when it is dropped.
-pub type ConnectionObserver = fn(i64);
+pub type ConnectionObserver = Box<dyn Fn(i64) + Send + Sync>;
 
 static OBSERVER: OnceLock<ConnectionObserver> = OnceLock::new();
 

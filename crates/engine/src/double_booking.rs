@@ -7,7 +7,7 @@
 
 use log::warn;
 
-use crate::metrics::metrics;
+use crate::events::Events;
 use ledger::state::{Change, Evidence};
 use ledger::store::Store;
 
@@ -30,7 +30,12 @@ fn what_the_core_did(change: &Change) -> Option<String> {
 
 /// Records that attempt `change.attempt`'s result came after attempt `now` claimed the row,
 /// if that result may be a booking. Never changes the row.
-pub fn earlier_attempt_came_back<S: Store + ?Sized>(store: &S, change: &Change, now: i64) {
+pub fn earlier_attempt_came_back<S: Store + ?Sized>(
+    store: &S,
+    events: &dyn Events,
+    change: &Change,
+    now: i64,
+) {
     let attempt = change.attempt.unwrap_or_default();
     let Some(did) = what_the_core_did(change) else {
         warn!(guid:% = change.guid; "attempt {attempt}'s result {} came after attempt {now} claimed the row; \
@@ -39,7 +44,7 @@ pub fn earlier_attempt_came_back<S: Store + ?Sized>(store: &S, change: &Change, 
         );
         return;
     };
-    metrics().possible_double_bookings.inc();
+    events.possible_double_booking();
     let reason = format!(
         "possible double booking: attempt {attempt} {did}; it came after attempt {now} \
          claimed the row"

@@ -12,8 +12,9 @@ use log::warn;
 use wire::{self, Code};
 
 use crate::double_booking;
-use crate::log_limit::{PER_REQUEST, warn_limited};
+use crate::events::Events;
 use crate::recovery;
+use log_limit::{PER_REQUEST, warn_limited};
 
 /// How long after its core call the relay keeps retrying a result it could not write (the
 /// ledger locked by a long transaction, say) before it gives up with E901, row SENT.
@@ -120,6 +121,7 @@ fn stored_code(reply: &[u8]) -> Code {
 /// the flag says whether this call wrote the result.
 pub fn record_result<S: Store + ?Sized>(
     store: &S,
+    events: &dyn Events,
     msg: &[u8],
     channel: Option<&str>,
     change: Change,
@@ -127,7 +129,7 @@ pub fn record_result<S: Store + ?Sized>(
 ) -> (Handled, bool) {
     match record(store, &change, by) {
         Ok(true) => (Handled::recorded(change), true),
-        Ok(false) => after_miss(store, msg, channel, change),
+        Ok(false) => after_miss(store, events, msg, channel, change),
         Err(e) => {
             // A ledger that fails every write fails every result alike: limited, as E905 is.
             warn_limited!(PER_REQUEST, "results that cannot be recorded (E901, row SENT)",
@@ -176,6 +178,7 @@ fn record<S: Store + ?Sized>(
 /// says, which is what its resends will get.
 fn after_miss<S: Store + ?Sized>(
     store: &S,
+    events: &dyn Events,
     msg: &[u8],
     channel: Option<&str>,
     change: Change,
@@ -216,7 +219,8 @@ fn after_miss<S: Store + ?Sized>(
         && row.attempts > change.attempt
         && change.to != State::Failed
     {
-        double_booking::earlier_attempt_came_back(store, &change, row.attempts.unwrap_or(0));
+        let now = row.attempts.unwrap_or(0);
+        double_booking::earlier_attempt_came_back(store, events, &change, now);
     } else {
         warn!(guid:% = guid; "was settled by another writer during the call");
     }

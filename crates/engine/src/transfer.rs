@@ -2,7 +2,6 @@
 //! from its row; call the core only when the claim was ours; record the result. While the
 //! ledger is recovering (§11), ask the core before a claim (`recovery`).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use core_client::Outcome;
@@ -12,13 +11,12 @@ use ledger::store::Store;
 use wire::{self, TX_TRNF, Transfer};
 
 use crate::core::Core;
-use crate::late::LateReplies;
-use crate::log_limit::{PER_REQUEST, warn_limited};
-use crate::metrics::metrics;
+use crate::events::Events;
 use crate::record::answer_from_row;
 pub use crate::record::{Handled, RECORD_WINDOW, record_result};
 pub use crate::recovery::Mode;
 use crate::recovery::{self, Before};
+use log_limit::{PER_REQUEST, warn_limited};
 
 /// The longest core call the relay accepts (`--connect-timeout-ms` + `--read-timeout-ms`).
 pub const MAX_CORE_DEADLINE: Duration = Duration::from_secs(30);
@@ -42,11 +40,11 @@ const MAX_ROUNDS: usize = 3;
 pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
-    late: Option<&Arc<LateReplies>>,
+    events: &dyn Events,
     channel: Option<&str>,
     msg: &[u8],
 ) -> Handled {
-    handle_in(store, core, late, Mode::Ordinary, channel, msg)
+    handle_in(store, core, events, Mode::Ordinary, channel, msg)
 }
 
 /// Answers one request message as [`handle`] does, in `mode` (the relay's
@@ -65,7 +63,7 @@ pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
 pub fn handle_in<S: Store + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
-    late: Option<&Arc<LateReplies>>,
+    events: &dyn Events,
     mode: Mode,
     channel: Option<&str>,
     msg: &[u8],
@@ -97,7 +95,7 @@ pub fn handle_in<S: Store + ?Sized, C: Core + ?Sized>(
         let read = if round == 0 && claim_first {
             // The contract's order: claim, and read only if the claim lost.
             match store.claim_new(&t.guid, TX_TRNF, msg, channel) {
-                Ok(true) => return send_and_record(store, core, late, channel, &t, msg, 1),
+                Ok(true) => return send_and_record(store, core, events, channel, &t, msg, 1),
                 Ok(false) => store.read(&t.guid),
                 Err(e) => return ledger_error("write", &e),
             }
@@ -117,7 +115,7 @@ pub fn handle_in<S: Store + ?Sized, C: Core + ?Sized>(
         // may go now if we win the claim, and, recovering, only once the core has said that
         // it never booked the GUID (a ledger put back may have forgotten that it did).
         if recovering {
-            match recovery::before_claim(store, core, channel, &t, msg, row.as_ref()) {
+            match recovery::before_claim(store, core, events, channel, &t, msg, row.as_ref()) {
                 Before::Claim => {}
                 Before::Answered(answer) => return answer,
                 Before::Lost => continue,
@@ -131,7 +129,7 @@ pub fn handle_in<S: Store + ?Sized, C: Core + ?Sized>(
         };
         match claimed {
             Ok(Some(attempt)) => {
-                return send_and_record(store, core, late, channel, &t, msg, attempt);
+                return send_and_record(store, core, events, channel, &t, msg, attempt);
             }
             Ok(None) => continue,
             Err(e) => return ledger_error("write", &e),
@@ -142,12 +140,13 @@ pub fn handle_in<S: Store + ?Sized, C: Core + ?Sized>(
 
 /// Sends a transfer whose GUID this caller has just claimed (its row is SENT on `attempt`,
 /// ours), and records the result from SENT on that attempt, answering for `channel` (the
-/// one that asked; reprocess: the row's own). Shared by the relay and `reprocess`. With `late`, a call that timed out waiting for the answer is handed to a
-/// background waiter once its row is recorded UNKNOWN (see `late`).
+/// one that asked; reprocess: the row's own). Shared by the relay and `reprocess`. When
+/// `events` keeps late calls, a call that timed out waiting for the answer is handed to it
+/// once its row is recorded UNKNOWN (see `late`).
 pub fn send_and_record<S: Store + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
-    late: Option<&Arc<LateReplies>>,
+    events: &dyn Events,
     channel: Option<&str>,
     t: &Transfer,
     msg: &[u8],
@@ -155,11 +154,12 @@ pub fn send_and_record<S: Store + ?Sized, C: Core + ?Sized>(
 ) -> Handled {
     let record_by = Instant::now() + core.deadline() + RECORD_WINDOW;
     let called = Instant::now();
-    let (outcome, call) = match late {
-        Some(_) => core.post_transfer_keeping_late(t),
-        None => (core.post_transfer(t), None),
+    let (outcome, call) = if events.keeps_late_calls() {
+        core.post_transfer_keeping_late(t)
+    } else {
+        (core.post_transfer(t), None)
     };
-    metrics().core_call(outcome.label(), called.elapsed());
+    events.core_call(outcome.label(), called.elapsed());
     // A send that failed says why in the log and in the row's history (read timeout, HTTP
     // 500, reset, refused, ...): the investigator's first question about an UNKNOWN row. The
     // log says it at most once a second per kind (a core that is down fails every request
@@ -189,11 +189,11 @@ pub fn send_and_record<S: Store + ?Sized, C: Core + ?Sized>(
         wire::reply_to(msg, &code, body),
     );
     change.reason = reason;
-    let (handled, _) = record_result(store, msg, channel, change, record_by);
-    if let (Some(late), Some(call)) = (late, call)
+    let (handled, _) = record_result(store, events, msg, channel, change, record_by);
+    if let Some(call) = call
         && handled.state == Some(State::Unknown)
     {
-        late.adopt(call, attempt, msg.to_vec());
+        events.late_call(call, attempt, msg.to_vec());
     }
     handled
 }

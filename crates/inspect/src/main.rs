@@ -9,6 +9,7 @@ mod duration;
 mod recovery;
 mod recovery_journal;
 mod settle;
+mod show;
 mod view;
 
 use std::process::ExitCode;
@@ -16,10 +17,7 @@ use std::process::ExitCode;
 use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
 use ledger::State;
 use ledger::page::Cursor;
-use ledger::store::DEFAULT_MAX_INQUIRIES;
-
-/// reprocess's usual `--max-attempts` (its wrapper's default).
-const DEFAULT_MAX_ATTEMPTS: i64 = 3;
+use ledger::store::{DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_INQUIRIES};
 
 /// A listing's page: a screenful.
 const DEFAULT_LIMIT: u64 = 50;
@@ -256,7 +254,7 @@ fn main() -> ExitCode {
                 view::list(&db, &opts, l.state, l.older_than, &paging)
             })
         }
-        Some(Command::Show { guid }) => cli::main("inspect", || view::show(&db, &opts, &guid)),
+        Some(Command::Show { guid }) => cli::main("inspect", || show::show(&db, &opts, &guid)),
         Some(Command::Settle(s)) => {
             let order = settle::Order::from_args(*s);
             cli::main("inspect", || settle::settle(&db, args.json, order))

@@ -30,7 +30,7 @@ use wire::{self, BOOKING_BODY_LEN, Transfer};
 
 use engine::batch::{self, Canary, stored_transfer};
 
-use crate::view::{ReplyView, rfc3339_of_reply_time};
+use crate::show::{ReplyView, rfc3339_of_reply_time};
 use crate::{SettleArgs, usage_error};
 
 /// `--min-age` unless given: resolve's deployed default (`RESOLVE_MIN_AGE` in its wrapper),

@@ -7,11 +7,11 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Called once per commit with its number of statements and its duration.
-pub type CommitObserver = fn(usize, Duration);
+pub type CommitObserver = Box<dyn Fn(usize, Duration) + Send + Sync>;
 
 /// Called once per commit that was not replicated (`postgres::sync_wait`), with what it was
 /// writing ("claiming", "recording a result", ...).
-pub type NotReplicatedObserver = fn(&'static str);
+pub type NotReplicatedObserver = Box<dyn Fn(&'static str) + Send + Sync>;
 
 static OBSERVER: OnceLock<CommitObserver> = OnceLock::new();
 static NOT_REPLICATED: OnceLock<NotReplicatedObserver> = OnceLock::new();

@@ -30,6 +30,10 @@ pub const PURGE_CHUNK: usize = 1000;
 /// operator (`resolve --max-inquiries`, `inspect --max-inquiries`).
 pub const DEFAULT_MAX_INQUIRIES: u32 = 20;
 
+/// reprocess's usual `--max-attempts` (its wrapper's default): a FAILED/E902 row with this
+/// many attempts is left to an operator (the relay's gauge and `inspect` count it so).
+pub const DEFAULT_MAX_ATTEMPTS: i64 = 3;
+
 /// The longest wait between two inquiries about one GUID. After its n-th failed inquiry a
 /// GUID is not asked about again for `min(min_age × 2^(n-1), INQUIRY_BACKOFF_CAP)`, where
 /// `min_age` is the `--min-age` of the run that recorded the failure.

@@ -1,5 +1,7 @@
 //! `purge`: deletes finished (DONE) rows past their retention; nothing else, whatever its age.
 
+mod report;
+
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -72,6 +74,7 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
     }
     let summary = batch::purge(ledger.as_ref(), args.days, args.history_days)
         .with_context(|| format!("ledger {}", db))?;
+    let summary = report::Summary(summary);
     counts.record(&summary);
     Ok(print_report("purge", &summary, args.output.json()))
 }

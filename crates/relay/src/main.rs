@@ -11,9 +11,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
-use engine::server::{Config, ListenerTls, Relay, TlsReloader};
 use engine::transfer::{MAX_CORE_DEADLINE, STALE_SENT_FLOOR};
 use log::{error, info};
+use server::{Config, ListenerTls, Relay, TlsReloader};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -81,12 +81,12 @@ struct Args {
     admin: Option<String>,
     /// For /metrics (txrelay_ledger_needs_operator): a GUID still in doubt with this many
     /// failed inquiries needs an operator; set it as resolve's --max-inquiries is set.
-    #[arg(long, env = "RELAY_MAX_INQUIRIES", default_value_t = engine::metrics::DEFAULT_MAX_INQUIRIES,
+    #[arg(long, env = "RELAY_MAX_INQUIRIES", default_value_t = server::metrics::DEFAULT_MAX_INQUIRIES,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_inquiries: u32,
     /// For /metrics (txrelay_ledger_failed_at_attempt_cap): a FAILED/E902 row with this many
     /// attempts is at reprocess's cap; set it as reprocess's --max-attempts is set.
-    #[arg(long, env = "RELAY_MAX_ATTEMPTS", default_value_t = engine::metrics::DEFAULT_MAX_ATTEMPTS,
+    #[arg(long, env = "RELAY_MAX_ATTEMPTS", default_value_t = server::metrics::DEFAULT_MAX_ATTEMPTS,
           value_parser = clap::value_parser!(i64).range(1..))]
     max_attempts: i64,
     /// Speak TLS (1.2, 1.3) to the channels with this certificate chain (PEM, leaf first).
@@ -206,10 +206,11 @@ fn run(args: Args) -> anyhow::Result<u8> {
             .max_connections_per_channel
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         admin: args.admin,
-        admin_limits: engine::metrics::Thresholds {
+        admin_limits: server::metrics::Thresholds {
             max_inquiries: args.max_inquiries,
             max_attempts: args.max_attempts,
         },
+        commit: cli::COMMIT,
     };
     let db = cli::db_arg::<Args>(&args.ledger.db);
     let relay = Relay::start(&db, config).context("cannot start")?;
@@ -258,7 +259,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
     systemd::ready();
     relay.serve();
     // The counts of warnings left out by the rate limit, before the last line.
-    engine::log_limit::flush_all();
+    log_limit::flush_all();
     info!("shut down cleanly");
     Ok(cli::EXIT_SETTLED)
 }

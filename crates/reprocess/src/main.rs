@@ -1,5 +1,7 @@
 //! `reprocess`: resends only what the ledger proves never left the relay, with the same GUID.
 
+mod report;
+
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -64,6 +66,7 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
     );
     match result {
         Ok(summary) => {
+            let summary = report::Summary(summary);
             counts.record(&summary);
             Ok(print_report(
                 "reprocess",

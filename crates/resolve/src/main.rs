@@ -1,5 +1,7 @@
 //! `resolve`: settles transfers whose outcome is unknown by asking the core. Never POSTs.
 
+mod report;
+
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -105,6 +107,7 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
     }
     match batch::resolve(ledger.as_ref(), &core, &settings) {
         Ok(summary) => {
+            let summary = report::Summary(summary);
             counts.record(&summary);
             Ok(print_report("resolve", &summary, args.batch.output.json()))
         }

@@ -8,8 +8,8 @@ use std::net::TcpStream;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use engine::admin::{HEAD_DEADLINE, MAX_CONNECTIONS};
 use ledger::store::HEALTH_PROBE_GUID;
+use server::admin::{HEAD_DEADLINE, MAX_CONNECTIONS};
 use wire::E_LEDGER;
 
 use super::metrics::relay_with_admin;

@@ -216,7 +216,7 @@ fn json_logs_carry_the_request_line_fields_as_keys() {
     assert_eq!(v["state"], "DONE", "{v}");
     assert!(v["ms"].is_u64(), "{v}");
     assert_eq!(v["level"], "INFO", "{v}");
-    assert_eq!(v["target"], "engine::server", "{v}");
+    assert_eq!(v["target"], "server::access_log", "{v}");
     assert_eq!(v["message"], "", "{v}");
     assert!(
         v["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')),

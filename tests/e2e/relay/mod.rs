@@ -31,5 +31,6 @@ mod start;
 mod start_probe;
 pub(crate) mod tls;
 mod tls_channel;
+mod tls_ownership;
 mod tls_revoke;
 mod tls_timeouts;

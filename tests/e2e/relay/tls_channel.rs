@@ -1,7 +1,7 @@
 //! TLS on the channel listener (CONTRACT §8): `--tls-cert`/`--tls-key`, mutual TLS with
 //! `--client-ca`, refusals in the handshake (logged with the peer, counted by reason),
 //! a stalled handshake, files that cannot be used at start, usage errors, SIGHUP rotation,
-//! the per-channel limit, and GUIDs that belong to their channel. Certificates are made in
+//! the per-channel limit (GUIDs that belong to their channel: `tls_ownership`). Certificates are made in
 //! the test by throwaway CAs (`testkit::pki`).
 
 use std::io;
@@ -12,7 +12,6 @@ use std::time::Duration;
 use testkit::Chan;
 use testkit::pki::{Pair, Pki};
 use testkit::tls_client::{ClientTls, connect};
-use wire::E_GUID_REUSED;
 
 use super::metrics::relay_with_admin;
 use super::tls::path;
@@ -62,18 +61,18 @@ fn logged(relay: &Server, parts: &[&str]) -> bool {
 }
 
 /// One relay with TLS, the core, the ledger, and the CA of the relay's certificate.
-struct TlsScene {
-    pki: Pki,
-    db: TempLedger,
-    core: Core,
-    relay: Server,
-    admin: String,
+pub(super) struct TlsScene {
+    pub(super) pki: Pki,
+    pub(super) db: TempLedger,
+    pub(super) core: Core,
+    pub(super) relay: Server,
+    pub(super) admin: String,
     /// The relay's flags, to start it again.
     args: Vec<String>,
 }
 
 impl TlsScene {
-    fn new(mutual: bool, extra: &[&str]) -> TlsScene {
+    pub(super) fn new(mutual: bool, extra: &[&str]) -> TlsScene {
         TlsScene::with_pki(Pki::new("relay CA"), mutual, extra)
     }
 
@@ -99,7 +98,7 @@ impl TlsScene {
 
     /// Runs `f` while the TLS relay is stopped (one relay per SQLite ledger: a plain-TCP
     /// relay on the same ledger runs in between), then starts it again with its flags.
-    fn meanwhile<T>(&mut self, f: impl FnOnce(&TlsScene) -> T) -> T {
+    pub(super) fn meanwhile<T>(&mut self, f: impl FnOnce(&TlsScene) -> T) -> T {
         self.relay.kill();
         let out = f(self);
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
@@ -107,7 +106,7 @@ impl TlsScene {
         out
     }
 
-    fn chan(&self, identity: Option<&Pair>) -> io::Result<Chan> {
+    pub(super) fn chan(&self, identity: Option<&Pair>) -> io::Result<Chan> {
         tls_chan(&self.relay, self.pki.ca(), identity)
     }
 }
@@ -488,67 +487,4 @@ fn a_certificate_about_to_expire_is_a_warning_and_a_gauge() {
     assert!(logged(&relay, &["expires in", path(&server.cert)]));
     let left = sample(&scrape(&admin), "txrelay_tls_cert_expiry_seconds");
     assert!((86400.0..=2.0 * 86400.0).contains(&left), "{left}");
-}
-
-#[test]
-fn a_guid_belongs_to_the_channel_that_claimed_it() {
-    skip_if_unavailable!();
-    let s = TlsScene::new(true, &[]);
-    let (a, b) = (s.pki.client("chan-a"), s.pki.client("chan-b"));
-    let m = msg("G-OWNED", 700, "");
-    let first = s.chan(Some(&a)).unwrap().call(&m).unwrap();
-    assert_code(&first, "0000");
-    let theirs = s.chan(Some(&b)).unwrap().call(&m).unwrap();
-    assert_eq!(theirs, short(&m, &E_GUID_REUSED), "B never sees A's reply");
-    assert_eq!(s.core.by_guid().get("G-OWNED"), Some(&1));
-    assert_eq!(s.chan(Some(&a)).unwrap().call(&m).unwrap(), first);
-    assert_eq!(
-        s.db.row("G-OWNED").unwrap().channel.as_deref(),
-        Some("chan-a")
-    );
-
-    // An anonymous channel (a plain-TCP relay on the same ledger) gets E904 for it too.
-    let anon = msg("G-NO-CHANNEL", 701, "");
-    let mut s = s;
-    let stored = s.meanwhile(|s| {
-        let plain = start_relay(&s.db, &s.core.url(), &[]);
-        assert_eq!(call(&plain.addr, &m), short(&m, &E_GUID_REUSED));
-        call(&plain.addr, &anon)
-    });
-
-    // A GUID with no channel (claimed anonymously) is usable by a named channel: the stored
-    // reply, byte for byte, and the row keeps no channel.
-    assert_code(&stored, "0000");
-    assert_eq!(s.chan(Some(&b)).unwrap().call(&anon).unwrap(), stored);
-    assert_eq!(s.db.row("G-NO-CHANNEL").unwrap().channel, None);
-    assert_eq!(s.core.bookings("G-OWNED"), 1);
-    assert_eq!(s.core.bookings("G-NO-CHANNEL"), 1);
-}
-
-/// A FAILED row with no channel (the core was down for an anonymous channel) re-claimed by a
-/// named channel becomes that channel's: sent once more, then E904 to the anonymous one.
-#[test]
-fn a_named_channel_reclaims_a_failed_guid_without_a_channel_and_owns_it() {
-    skip_if_unavailable!();
-    let s = TlsScene::new(true, &[]);
-    let a = s.pki.client("chan-a");
-    let m = msg("G-RECLAIM", 702, "");
-    let mut s = s;
-    s.meanwhile(|s| {
-        let down = start_relay(&s.db, &testkit::dead_url(), &[]);
-        assert_code(&call(&down.addr, &m), "E902");
-    });
-    assert_eq!(s.db.row("G-RECLAIM").unwrap().channel, None);
-    let reply = s.chan(Some(&a)).unwrap().call(&m).unwrap();
-    assert_code(&reply, "0000");
-    let row = s.db.row("G-RECLAIM").unwrap();
-    assert_eq!(
-        (row.channel.as_deref(), row.attempts),
-        (Some("chan-a"), Some(2))
-    );
-    s.meanwhile(|s| {
-        let plain = start_relay(&s.db, &s.core.url(), &[]);
-        assert_eq!(call(&plain.addr, &m), short(&m, &E_GUID_REUSED));
-    });
-    assert_eq!(s.core.bookings("G-RECLAIM"), 1);
 }

@@ -1,4 +1,4 @@
-//! Late replies as the relays log them (`engine::late`): after its read timeout a relay
+//! Late replies as the relays log them (`engine::late`, `server::late`): after its read timeout a relay
 //! answers E901 and records UNKNOWN, but goes on listening for the core's answer; a booking
 //! or a rejection then settles the row UNKNOWN → DONE. Each waiter ends in one log line,
 //! which is what is counted here, in every relay's log, across all its restarts (a relay

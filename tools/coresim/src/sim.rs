@@ -294,7 +294,7 @@ impl Core {
             thread::sleep(self.inquiry_delay);
         }
         let mut book = self.lock();
-        // A relay's start probe (a GUID never sent, engine::core_probe) is not an inquiry about
+        // A relay's start probe (a GUID never sent, server::core_probe) is not an inquiry about
         // a transfer: the tests count those.
         if !guid.starts_with("txrelay-start-probe-") {
             book.inquiries += 1;

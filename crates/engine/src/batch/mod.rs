@@ -20,7 +20,7 @@ use ledger::state::Row;
 use wire::{self, Transfer};
 
 /// `--parallel` of resolve and reprocess: how many rows are worked on at once by default.
-pub const DEFAULT_PARALLEL: usize = 8;
+pub const DEFAULT_PARALLEL: usize = core_client::DEFAULT_PARALLEL;
 
 /// The most rows worked on at once: the core client keeps at most this many idle
 /// connections alive (`core_client::MAX_IDLE`), so every worker keeps its own.

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::canary::{Canary, CanaryFailure, canary};
 use super::{in_parallel, stored_transfer};
+use crate::events::NoEvents;
 use crate::recovery::{self, Resend};
 use crate::transfer::send_and_record;
 use core_client::{CoreClient, Inquiry};
@@ -230,7 +231,7 @@ fn resend(
         }
     };
     if recovering {
-        match recovery::before_resend(ledger, core, row, &t, req) {
+        match recovery::before_resend(ledger, core, &NoEvents, row, &t, req) {
             Resend::Go => {}
             Resend::Settled => return Resent::Recovered,
             Resend::Raced => return Resent::Raced,
@@ -252,7 +253,15 @@ fn resend(
             return Resent::Skipped;
         }
     };
-    let handled = send_and_record(ledger, core, None, row.channel.as_deref(), &t, req, attempt);
+    let handled = send_and_record(
+        ledger,
+        core,
+        &NoEvents,
+        row.channel.as_deref(),
+        &t,
+        req,
+        attempt,
+    );
     let code = String::from_utf8_lossy(&handled.code);
     info!(guid:% = row.guid; "resent: {code}");
     if handled.state == Some(State::Failed) && !core_down.swap(true, Ordering::SeqCst) {

@@ -15,7 +15,7 @@ use wire::{self, TX_TRNF, Transfer};
 
 use super::BOOKED_BEFORE;
 use crate::core::Core;
-use crate::metrics::metrics;
+use crate::events::Events;
 use crate::record::Handled;
 
 /// What the relay does after asking.
@@ -37,6 +37,7 @@ pub(crate) enum Before {
 pub(crate) fn before_claim<S: Store + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
+    events: &dyn Events,
     channel: Option<&str>,
     t: &Transfer,
     msg: &[u8],
@@ -44,7 +45,7 @@ pub(crate) fn before_claim<S: Store + ?Sized, C: Core + ?Sized>(
 ) -> Before {
     let state = failed.map(|r| r.state);
     let short = |code| Before::Answered(Handled::short(&t.guid, msg, code, state));
-    match ask(core, t) {
+    match ask(core, events, t) {
         InquiryDetail::NotFound => Before::Claim,
         InquiryDetail::Booked(body) => {
             let reply = wire::reply_to(msg, &wire::OK, Some(&body));
@@ -114,11 +115,12 @@ pub(crate) enum Resend {
 pub(crate) fn before_resend<S: Store + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
+    events: &dyn Events,
     row: &Row,
     t: &Transfer,
     req: &[u8],
 ) -> Resend {
-    match ask(core, t) {
+    match ask(core, events, t) {
         InquiryDetail::NotFound => Resend::Go,
         InquiryDetail::Booked(body) => {
             let change = settle(row, wire::reply_to(req, &wire::OK, Some(&body)));
@@ -153,12 +155,9 @@ pub(crate) fn before_resend<S: Store + ?Sized, C: Core + ?Sized>(
 }
 
 /// One inquiry, counted by outcome.
-fn ask<C: Core + ?Sized>(core: &C, t: &Transfer) -> InquiryDetail {
+fn ask<C: Core + ?Sized>(core: &C, events: &dyn Events, t: &Transfer) -> InquiryDetail {
     let answer = core.inquire_detail(t);
-    metrics()
-        .recovery_inquiries
-        .with_label_values(&[answer.label()])
-        .inc();
+    events.recovery_inquiry(answer.label());
     answer
 }
 

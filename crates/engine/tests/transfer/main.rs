@@ -6,29 +6,28 @@ mod channels;
 mod recovery;
 mod scripted;
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use core_client::Outcome;
-use engine::metrics::metrics;
+use engine::events::NoEvents;
 use engine::transfer::{Handled, handle};
 use ledger::sqlite::Ledger;
 use ledger::state::State;
 use ledger::store::Store;
-use scripted::{
-    C1, Call, Scripted, booking, late_counts, late_replies, ledger, reply, request, settle, state,
-};
+use scripted::{C1, Call, Recorder, Scripted, booking, ledger, reply, request, settle, state};
 
 #[test]
 fn booked_and_its_resend_gets_the_stored_reply_without_a_call() {
     let (_d, store) = ledger();
     let core = Scripted::new([Call::answers(Outcome::Booked(booking("C1")))]);
     let msg = request("G-BOOKED");
-    let h = handle(store.as_ref(), &core, None, None, &msg);
+    let h = handle(store.as_ref(), &core, &NoEvents, None, &msg);
     assert_eq!(h.reply, reply("G-BOOKED", "0000", C1));
     assert_eq!((h.code, h.state), (*b"0000", Some(State::Done)));
     assert_eq!(state(&*store, "G-BOOKED"), (State::Done, Some(1)));
 
-    let again = handle(store.as_ref(), &core, None, None, &msg);
+    let again = handle(store.as_ref(), &core, &NoEvents, None, &msg);
     assert!(!h.replayed);
     assert_eq!(
         again,
@@ -45,7 +44,7 @@ fn a_business_rejection_is_done_with_its_code() {
     let (_d, store) = ledger();
     let core = Scripted::new([Call::answers(Outcome::Rejected(*b"B001"))]);
     let msg = request("G-REJECTED");
-    let h = handle(store.as_ref(), &core, None, None, &msg);
+    let h = handle(store.as_ref(), &core, &NoEvents, None, &msg);
     assert_eq!(h.reply, reply("G-REJECTED", "B001", ""));
     assert_eq!((h.code, h.state), (*b"B001", Some(State::Done)));
     assert_eq!(state(&*store, "G-REJECTED"), (State::Done, Some(1)));
@@ -53,7 +52,7 @@ fn a_business_rejection_is_done_with_its_code() {
         replayed: true,
         ..h
     };
-    assert_eq!(handle(store.as_ref(), &core, None, None, &msg), replay);
+    assert_eq!(handle(store.as_ref(), &core, &NoEvents, None, &msg), replay);
     assert_eq!(core.posted().len(), 1);
 }
 
@@ -65,12 +64,12 @@ fn not_sent_is_failed_and_a_resend_claims_it_again() {
         Call::answers(Outcome::Booked(booking("C1"))),
     ]);
     let msg = request("G-REFUSED");
-    let h = handle(store.as_ref(), &core, None, None, &msg);
+    let h = handle(store.as_ref(), &core, &NoEvents, None, &msg);
     assert_eq!(h.reply, reply("G-REFUSED", "E902", ""));
     assert_eq!((h.code, h.state), (*b"E902", Some(State::Failed)));
     assert_eq!(state(&*store, "G-REFUSED"), (State::Failed, Some(1)));
 
-    let h = handle(store.as_ref(), &core, None, None, &msg);
+    let h = handle(store.as_ref(), &core, &NoEvents, None, &msg);
     assert_eq!(h.reply, reply("G-REFUSED", "0000", C1));
     assert_eq!(h.state, Some(State::Done));
     assert_eq!(state(&*store, "G-REFUSED"), (State::Done, Some(2)));
@@ -82,12 +81,12 @@ fn a_timeout_is_unknown_and_its_resend_is_never_sent() {
     let (_d, store) = ledger();
     let core = Scripted::new([Call::times_out().0]);
     let msg = request("G-TIMEOUT");
-    let h = handle(store.as_ref(), &core, None, None, &msg);
+    let h = handle(store.as_ref(), &core, &NoEvents, None, &msg);
     assert_eq!(h.reply, reply("G-TIMEOUT", "E901", ""));
     assert_eq!((h.code, h.state), (*b"E901", Some(State::Unknown)));
     assert_eq!(state(&*store, "G-TIMEOUT"), (State::Unknown, Some(1)));
 
-    let again = handle(store.as_ref(), &core, None, None, &msg);
+    let again = handle(store.as_ref(), &core, &NoEvents, None, &msg);
     assert_eq!(again.reply, reply("G-TIMEOUT", "E901", ""));
     assert_eq!(again.state, Some(State::Unknown));
     assert_eq!(core.posted().len(), 1);
@@ -96,25 +95,25 @@ fn a_timeout_is_unknown_and_its_resend_is_never_sent() {
 #[test]
 fn a_late_answer_settles_unknown_as_done() {
     let (_d, store) = ledger();
-    let late = late_replies(&store);
+    let late = Recorder::default();
     let (call, answer) = Call::times_out();
     let core = Scripted::new([call]);
     let msg = request("G-LATE");
-    let h = handle(store.as_ref(), &core, Some(&late), None, &msg);
+    let h = handle(store.as_ref(), &core, &late, None, &msg);
     assert_eq!(h.reply, reply("G-LATE", "E901", ""));
     assert_eq!(state(&*store, "G-LATE"), (State::Unknown, Some(1)));
     assert_eq!(late.waiting(), 1);
 
     answer.send(Some(Outcome::Booked(booking("C1")))).unwrap();
-    late.wait_all();
+    late.settle_late(store.as_ref());
     assert_eq!(state(&*store, "G-LATE"), (State::Done, Some(1)));
     let row = store.read("G-LATE").unwrap().unwrap();
     assert_eq!(row.response, Some(reply("G-LATE", "0000", C1)));
     let last = store.history("G-LATE").unwrap().pop().unwrap();
     assert_eq!(last.reason.as_deref(), Some("late reply"));
-    assert_eq!(late_counts(&late), (1, 1));
+    assert_eq!(late.late_counts(), (1, 1));
 
-    let again = handle(store.as_ref(), &core, Some(&late), None, &msg);
+    let again = handle(store.as_ref(), &core, &late, None, &msg);
     assert_eq!(again.reply, reply("G-LATE", "0000", C1));
     assert_eq!(core.posted().len(), 1);
 }
@@ -122,32 +121,20 @@ fn a_late_answer_settles_unknown_as_done() {
 #[test]
 fn a_late_answer_that_is_no_answer_leaves_unknown() {
     let (_d, store) = ledger();
-    let late = late_replies(&store);
+    let late = Recorder::default();
     let (first, silent) = Call::times_out();
     let (second, garbage) = Call::times_out();
     let core = Scripted::new([first, second]);
-    handle(
-        store.as_ref(),
-        &core,
-        Some(&late),
-        None,
-        &request("G-SILENT"),
-    );
-    handle(
-        store.as_ref(),
-        &core,
-        Some(&late),
-        None,
-        &request("G-GARBAGE"),
-    );
+    handle(store.as_ref(), &core, &late, None, &request("G-SILENT"));
+    handle(store.as_ref(), &core, &late, None, &request("G-GARBAGE"));
     silent.send(None).unwrap();
     garbage
         .send(Some(Outcome::Unknown("HTTP 500".into())))
         .unwrap();
-    late.wait_all();
+    late.settle_late(store.as_ref());
     assert_eq!(state(&*store, "G-SILENT"), (State::Unknown, Some(1)));
     assert_eq!(state(&*store, "G-GARBAGE"), (State::Unknown, Some(1)));
-    assert_eq!(late_counts(&late), (1, 0));
+    assert_eq!(late.late_counts(), (1, 0));
 }
 
 /// Handles `guid`'s request, whose call comes to `outcome` after another writer moved the
@@ -162,7 +149,7 @@ fn settled_during_the_call(
     let core = Scripted::new([Call::answers(outcome).during(move || {
         settle(&*writer, guid, (State::Sent, 1), to, code, &body);
     })]);
-    let h = handle(store.as_ref(), &core, None, None, &request(guid));
+    let h = handle(store.as_ref(), &core, &NoEvents, None, &request(guid));
     (d, store, h)
 }
 
@@ -215,11 +202,11 @@ fn not_sent_after_the_row_was_settled_unknown_stays_unknown() {
 #[test]
 fn a_late_booking_of_attempt_1_while_attempt_2_holds_the_row_is_evidence() {
     let (_d, store) = ledger();
-    let late = late_replies(&store);
+    let late = Arc::new(Recorder::default());
     let (first, answer) = Call::times_out();
     let core = Scripted::new([first]);
     let msg = request("G-TWICE");
-    handle(store.as_ref(), &core, Some(&late), None, &msg);
+    handle(store.as_ref(), &core, &*late, None, &msg);
     settle(
         &*store,
         "G-TWICE",
@@ -229,21 +216,20 @@ fn a_late_booking_of_attempt_1_while_attempt_2_holds_the_row_is_evidence() {
         "",
     );
 
-    let before = metrics().possible_double_bookings.get();
     let waiters = Arc::clone(&late);
     let (writer, seen) = (store.clone(), Arc::new(Mutex::new(None)));
     let seen_during = Arc::clone(&seen);
     core.then([Call::answers(Outcome::Rejected(*b"B001")).during(move || {
         *seen_during.lock().unwrap() = Some(state(&*writer, "G-TWICE"));
         answer.send(Some(Outcome::Booked(booking("C1")))).unwrap();
-        waiters.wait_all();
+        waiters.settle_late(writer.as_ref());
     })]);
-    let h = handle(store.as_ref(), &core, Some(&late), None, &msg);
+    let h = handle(store.as_ref(), &core, &*late, None, &msg);
     assert_eq!(*seen.lock().unwrap(), Some((State::Sent, Some(2))));
     assert_eq!(h.reply, reply("G-TWICE", "B001", ""));
     assert_eq!(state(&*store, "G-TWICE"), (State::Done, Some(2)));
-    assert_eq!(metrics().possible_double_bookings.get(), before + 1);
-    assert_eq!(late_counts(&late), (1, 0));
+    assert_eq!(late.double_bookings.load(Ordering::Relaxed), 1);
+    assert_eq!(late.late_counts(), (1, 0));
 
     let history = store.history("G-TWICE").unwrap();
     let evidence: Vec<_> = history

@@ -5,6 +5,7 @@
 //! hold a booking but no request.
 
 use core_client::{InquiryDetail, Outcome};
+use engine::events::NoEvents;
 use engine::recovery::BOOKED_BEFORE;
 use engine::transfer::{Handled, Mode, handle, handle_in};
 use ledger::recovery::Booked;
@@ -24,7 +25,7 @@ fn recovering(
     channel: Option<&str>,
     msg: &[u8],
 ) -> Handled {
-    handle_in(store, core, None, Mode::Recovering, channel, msg)
+    handle_in(store, core, &NoEvents, Mode::Recovering, channel, msg)
 }
 
 /// `guid`'s request for `amount` (otherwise as `request`).
@@ -127,7 +128,7 @@ fn an_inquiry_that_proves_nothing_is_e902_and_nothing_is_written() {
 fn failed_row(store: &std::sync::Mutex<Ledger>, guid: &str) -> Vec<u8> {
     let msg = request(guid);
     let core = Scripted::new([Call::answers(Outcome::NotSent("refused".into()))]);
-    assert_eq!(handle(store, &core, None, None, &msg).code, *b"E902");
+    assert_eq!(handle(store, &core, &NoEvents, None, &msg).code, *b"E902");
     assert_eq!(state(store, guid), (State::Failed, Some(1)));
     msg
 }
@@ -230,12 +231,12 @@ fn not_recovering_nothing_is_asked() {
         Call::answers(Outcome::Booked(booking("C1"))),
         Call::answers(Outcome::Booked(booking("C1"))),
     ]);
-    let h = handle_in(&*store, &core, None, Mode::Ordinary, None, &msg);
+    let h = handle_in(&*store, &core, &NoEvents, Mode::Ordinary, None, &msg);
     assert_eq!(h.reply, reply("G-FAILED", "0000", C1));
     let h = handle_in(
         &*store,
         &core,
-        None,
+        &NoEvents,
         Mode::Ordinary,
         None,
         &request("G-NEW"),
@@ -251,7 +252,7 @@ fn recovering_a_known_guid_is_answered_from_its_row() {
     let (_d, store) = ledger();
     let core = Scripted::new([Call::answers(Outcome::Booked(booking("C1")))]);
     let msg = request("G-KNOWN");
-    let first = handle(&*store, &core, None, None, &msg);
+    let first = handle(&*store, &core, &NoEvents, None, &msg);
     let again = recovering(&store, &core, None, &msg);
     assert_eq!(
         again,
@@ -287,7 +288,14 @@ fn a_journal_row_answers_a_resend_of_its_amount_and_e904_to_another() {
     let core = Scripted::new([]);
     for mode in [Mode::Ordinary, Mode::Recovering] {
         for channel in [None, ATM] {
-            let h = handle_in(&*store, &core, None, mode, channel, &request("G-JOURNAL"));
+            let h = handle_in(
+                &*store,
+                &core,
+                &NoEvents,
+                mode,
+                channel,
+                &request("G-JOURNAL"),
+            );
             assert_eq!(
                 h.reply,
                 reply("G-JOURNAL", "0000", C1),
@@ -297,7 +305,7 @@ fn a_journal_row_answers_a_resend_of_its_amount_and_e904_to_another() {
             let h = handle_in(
                 &*store,
                 &core,
-                None,
+                &NoEvents,
                 mode,
                 channel,
                 &request_for("G-JOURNAL", 1501),
@@ -323,7 +331,7 @@ fn a_row_without_a_request_and_without_a_booking_reply_is_e904() {
     journal_row(&*store, "G-SHORT", reply("G-SHORT", "0000", &C1[..44]));
     let core = Scripted::new([]);
     for guid in ["G-ODD", "G-SHORT"] {
-        let h = handle(&*store, &core, None, None, &request(guid));
+        let h = handle(&*store, &core, &NoEvents, None, &request(guid));
         assert_eq!(h.reply, reply(guid, "E904", ""));
     }
 }

@@ -3,14 +3,14 @@
 //! directory, the request of a GUID, its replies as exact bytes.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use core_client::{InquiryDetail, Outcome};
 use engine::core::{Core, PendingAnswer};
-use engine::late::LateReplies;
+use engine::events::{Events, LateReply};
 use ledger::sqlite::Ledger;
 use ledger::state::{Change, State};
 use ledger::store::Store;
@@ -210,19 +210,67 @@ pub fn state(store: &impl Store, guid: &str) -> (State, Option<i64>) {
     (row.state, row.attempts)
 }
 
-/// Waiters for late answers to calls on `store`: 30 s each (the tests send the answers),
-/// 4 at once.
-pub fn late_replies(store: &Arc<Mutex<Ledger>>) -> Arc<LateReplies> {
-    Arc::new(LateReplies::new(store.clone(), Duration::from_secs(30), 4))
+/// A late call kept by [`Recorder`]: the answer still to come, its attempt and request.
+type Kept = (Box<dyn PendingAnswer>, i64, Vec<u8>);
+
+/// An events sink that keeps what it is told, with no thread of its own: the calls whose
+/// answer is late (the test settles them, `settle_late`, when and where it chooses), late
+/// answers that arrived and rows they settled, possible double bookings. Each test's own.
+#[derive(Default)]
+pub struct Recorder {
+    kept: Mutex<Vec<Kept>>,
+    pub arrived: AtomicU64,
+    pub settled: AtomicU64,
+    pub double_bookings: AtomicU64,
 }
 
-/// Late answers that arrived, and UNKNOWN rows they settled.
-pub fn late_counts(late: &LateReplies) -> (u64, u64) {
-    let c = &late.counts;
-    (
-        c.arrived.load(Ordering::Relaxed),
-        c.settled.load(Ordering::Relaxed),
-    )
+impl Events for Recorder {
+    fn keeps_late_calls(&self) -> bool {
+        true
+    }
+
+    fn late_call(&self, call: Box<dyn PendingAnswer>, attempt: i64, msg: Vec<u8>) {
+        self.kept.lock().unwrap().push((call, attempt, msg));
+    }
+
+    fn possible_double_booking(&self) {
+        self.double_bookings.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn late_reply(&self, what: LateReply) {
+        let n = match what {
+            LateReply::Arrived => &self.arrived,
+            LateReply::Settled => &self.settled,
+        };
+        n.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Recorder {
+    /// Calls kept for a late answer, not settled yet.
+    pub fn waiting(&self) -> usize {
+        self.kept.lock().unwrap().len()
+    }
+
+    /// Waits for each kept call's answer (the tests send them; 30 s at most) and settles its
+    /// row on `store` as the relay's waiters would (`engine::late::settle`), in order.
+    pub fn settle_late(&self, store: &dyn Store) {
+        let kept = std::mem::take(&mut *self.kept.lock().unwrap());
+        for (call, attempt, msg) in kept {
+            let guid = call.guid().to_string();
+            if let Some(outcome) = call.wait(Instant::now() + Duration::from_secs(30)) {
+                engine::late::settle(store, self, &guid, outcome, attempt, &msg);
+            }
+        }
+    }
+
+    /// Late answers that arrived, and UNKNOWN rows they settled.
+    pub fn late_counts(&self) -> (u64, u64) {
+        (
+            self.arrived.load(Ordering::Relaxed),
+            self.settled.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// Moves `guid` as another writer would (resolve, an operator): from `from` on `attempt`

@@ -198,7 +198,15 @@ pub fn resolve_racing_the_relay_never_books_twice(b: &Backend) {
             .iter()
             .map(|m| {
                 let (store, core) = (&relay_store, &core);
-                s.spawn(move || engine::transfer::handle(store.as_ref(), core, None, None, m))
+                s.spawn(move || {
+                    engine::transfer::handle(
+                        store.as_ref(),
+                        core,
+                        &engine::events::NoEvents,
+                        None,
+                        m,
+                    )
+                })
             })
             .collect();
         // Once every row is SENT, resolve settles them as if they were stale (the rows are

@@ -16,6 +16,9 @@
 //! the first warning left out) when the interval is over; [`flush_all`] writes what is
 //! pending at once, for a process that is ending.
 
+#[doc(hidden)]
+pub use log;
+
 use std::sync::{Mutex, MutexGuard, Once};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -49,25 +52,25 @@ const FLUSH_TICK: Duration = Duration::from_millis(250);
 /// Writes `log::warn!($($arg)+)` unless more than `$policy` allows of this call site have
 /// been written in the current interval; `$kind` names the warning in the line that counts
 /// those left out (say `"ledger errors (E905)"`).
+#[macro_export]
 macro_rules! warn_limited {
     ($policy:expr, $kind:literal, $($arg:tt)+) => {{
-        static LIMITER: $crate::log_limit::Limiter =
-            $crate::log_limit::Limiter::new(module_path!(), $kind, $policy);
+        static LIMITER: $crate::Limiter =
+            $crate::Limiter::new(module_path!(), $kind, $policy);
         if LIMITER.admit() {
-            ::log::warn!($($arg)+);
+            $crate::log::warn!($($arg)+);
         }
     }};
 }
-pub(crate) use warn_limited;
 
 /// `warn_limited!` by [`PER_CONNECTION`] for a warning a connection can cause, its format
 /// string (inline arguments only) naming it in the line that counts those left out.
+#[macro_export]
 macro_rules! conn_warn {
     ($fmt:literal) => {
-        $crate::log_limit::warn_limited!($crate::log_limit::PER_CONNECTION, $fmt, $fmt)
+        $crate::warn_limited!($crate::PER_CONNECTION, $fmt, $fmt)
     };
 }
-pub(crate) use conn_warn;
 
 /// One kind of warning's limit: how many passed in the current interval, how many were left
 /// out.

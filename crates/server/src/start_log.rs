@@ -27,7 +27,11 @@ impl Relay {
     /// say so unless the answer is the core's JSON 404. Takes at most the core call's
     /// deadline (connect + read timeout).
     pub fn probe_core(&self) -> Found {
-        core_probe::probe(&self.shared.core, &self.shared.config.core_url)
+        core_probe::probe(
+            &self.shared.core,
+            &self.shared.metrics,
+            &self.shared.config.core_url,
+        )
     }
 
     /// The lines of `log_start`.

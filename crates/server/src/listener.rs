@@ -10,7 +10,7 @@ use log::warn;
 
 use super::handshake;
 use super::tls::{self, ListenerTls, Loaded, TlsError};
-use crate::metrics::metrics;
+use crate::metrics::Metrics;
 
 /// A warning at start (and at each reload) when the server certificate expires this soon.
 const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 24 * 3600);
@@ -18,15 +18,20 @@ const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 24 * 3600);
 /// The channel listener's TLS: the files, and what new handshakes use.
 pub(super) struct ListenerState {
     files: ListenerTls,
+    metrics: Arc<Metrics>,
     current: RwLock<Arc<Loaded>>,
 }
 
 impl ListenerState {
-    pub(super) fn load(files: ListenerTls) -> Result<ListenerState, TlsError> {
+    pub(super) fn load(
+        files: ListenerTls,
+        metrics: Arc<Metrics>,
+    ) -> Result<ListenerState, TlsError> {
         let loaded = tls::load(&files)?;
-        note(&files, &loaded);
+        note(&files, &loaded, &metrics);
         Ok(ListenerState {
             files,
+            metrics,
             current: RwLock::new(Arc::new(loaded)),
         })
     }
@@ -40,7 +45,7 @@ impl ListenerState {
     /// stays. The new one is returned for checking the connections already open.
     pub(super) fn reload(&self) -> Result<Arc<Loaded>, TlsError> {
         let loaded = Arc::new(tls::load(&self.files)?);
-        note(&self.files, &loaded);
+        note(&self.files, &loaded, &self.metrics);
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&loaded);
         Ok(loaded)
     }
@@ -53,10 +58,10 @@ fn now() -> i64 {
 }
 
 /// The gauges, and a warning for what needs the operator soon.
-fn note(files: &ListenerTls, loaded: &Loaded) {
-    note_expiry(files, loaded.not_after);
+fn note(files: &ListenerTls, loaded: &Loaded, metrics: &Metrics) {
+    note_expiry(files, loaded.not_after, metrics);
     if let (Some(crl), Some(due)) = (&files.client_crl, &loaded.crl) {
-        metrics().client_crl(due.next_update);
+        metrics.client_crl(due.next_update);
         let Some(next) = due.next_update else {
             return;
         };
@@ -83,8 +88,8 @@ fn utc(t: i64) -> String {
 }
 
 /// The expiry gauge, and a warning if the certificate expires within `EXPIRY_WARNING`.
-fn note_expiry(files: &ListenerTls, not_after: i64) {
-    metrics().tls_listener(not_after, handshake::REASONS);
+fn note_expiry(files: &ListenerTls, not_after: i64, metrics: &Metrics) {
+    metrics.tls_listener(not_after, handshake::REASONS);
     let left = not_after.saturating_sub(now());
     let cert = files.cert.display();
     if left <= 0 {

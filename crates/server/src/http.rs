@@ -14,11 +14,12 @@ use std::time::Instant;
 
 use self::answer::Answer;
 use self::head::{BadHead, BodyLen, Head, MAX_BODY, body_len, read_body, read_head};
-use super::frames::ConnEnd;
-use super::registry::Conn;
-use super::{Door, Shared, log_answer, log_request};
-use crate::metrics::metrics;
-use crate::transfer;
+use crate::Shared;
+use crate::accept::Door;
+use crate::access_log::{log_answer, log_request, peer_label};
+use crate::frames::ConnEnd;
+use crate::registry::Conn;
+use engine::transfer;
 
 /// What a request needs besides its head and body: who asked, through what.
 struct Ctx<'a> {
@@ -30,13 +31,13 @@ struct Ctx<'a> {
 /// Reads requests from `reader` (over `conn`'s socket) and answers each in turn, until the
 /// channel closes or asks to, a request is bad or late, the relay stops, or a reload refuses
 /// the channel's certificate.
-pub(super) fn serve_http<S: Read + Write>(
+pub(crate) fn serve_http<S: Read + Write>(
     shared: &Shared,
     conn: &Conn<'_>,
     reader: &mut BufReader<S>,
 ) -> Result<(), ConnEnd> {
     let cfg = &shared.config;
-    let peer = super::peer_label(conn.entry);
+    let peer = peer_label(conn.entry);
     let ctx = Ctx {
         shared,
         peer: &peer,
@@ -51,12 +52,12 @@ pub(super) fn serve_http<S: Read + Write>(
             Err(BadHead::End(end)) => return Err(end),
             Err(BadHead::Malformed(why)) => {
                 let a = answer::problem(400, None, "malformed request line or header");
-                send(reader.get_mut(), &a, Framing::close())?;
+                send(shared, reader.get_mut(), &a, Framing::close())?;
                 return Err(ConnEnd::BadPrefix(format!("malformed HTTP request: {why}")));
             }
             Err(BadHead::TooLarge) => {
                 let a = answer::problem(431, None, "the request head is larger than 16 KiB");
-                send(reader.get_mut(), &a, Framing::close())?;
+                send(shared, reader.get_mut(), &a, Framing::close())?;
                 return Err(ConnEnd::BadPrefix("HTTP request head too large".into()));
             }
         };
@@ -90,7 +91,7 @@ pub(super) fn serve_http<S: Read + Write>(
             close,
             body: head.method != "HEAD",
         };
-        send(reader.get_mut(), &a, framing)?;
+        send(shared, reader.get_mut(), &a, framing)?;
         if close {
             return Ok(());
         }
@@ -122,11 +123,17 @@ impl Framing {
 }
 
 /// Writes `a` and counts it.
-fn send(out: &mut impl Write, a: &Answer, framing: Framing) -> Result<(), ConnEnd> {
+fn send(
+    shared: &Shared,
+    out: &mut impl Write,
+    a: &Answer,
+    framing: Framing,
+) -> Result<(), ConnEnd> {
     let code = a
         .code
         .map_or_else(|| "-".to_string(), |c| String::from_utf8_lossy(&c).into());
-    metrics()
+    shared
+        .metrics
         .http_responses
         .with_label_values(&[&a.status.to_string(), &code])
         .inc();
@@ -177,7 +184,8 @@ fn post(ctx: &Ctx<'_>, head: &Head, body: &[u8], started: Instant) -> Answer {
     let msg = match msg {
         Ok(msg) => msg,
         Err(bad) => {
-            metrics().request(&wire::E_MALFORMED, ctx.channel, Door::Http.as_str());
+            let m = &ctx.shared.metrics;
+            m.request(&wire::E_MALFORMED, ctx.channel, Door::Http.as_str());
             let guid = bad.guid.as_deref().unwrap_or("-");
             let took = started.elapsed();
             let who = (ctx.peer, ctx.channel, took, Door::Http);
@@ -189,12 +197,14 @@ fn post(ctx: &Ctx<'_>, head: &Head, body: &[u8], started: Instant) -> Answer {
     let handled = transfer::handle_in(
         shared.store.as_ref(),
         &shared.core,
-        shared.late.as_ref(),
+        &shared.events,
         shared.recovery.mode(),
         ctx.channel,
         &msg,
     );
-    metrics().request(&handled.code, ctx.channel, Door::Http.as_str());
+    shared
+        .metrics
+        .request(&handled.code, ctx.channel, Door::Http.as_str());
     log_request(
         &handled,
         ctx.peer,

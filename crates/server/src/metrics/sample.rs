@@ -10,11 +10,10 @@ use log::warn;
 use ledger::state::State;
 use ledger::store::{DEFAULT_MAX_INQUIRIES, Store};
 
-use super::{Metrics, metrics};
+use super::Metrics;
 use crate::every::Every;
 
-/// reprocess's usual `--max-attempts` (its wrapper's default; inspect's too).
-pub const DEFAULT_MAX_ATTEMPTS: i64 = 3;
+pub use ledger::store::DEFAULT_MAX_ATTEMPTS;
 
 /// What the sampler counts against: the relay's `--max-inquiries` and `--max-attempts`, set
 /// as resolve's and reprocess's are.
@@ -105,11 +104,12 @@ pub struct Sampler {
 impl Sampler {
     pub fn start(
         store: std::sync::Arc<dyn Store>,
+        metrics: std::sync::Arc<Metrics>,
         every: Duration,
         limits: Thresholds,
     ) -> std::io::Result<Sampler> {
         Every::start("metrics-sampler", every, move || {
-            if let Err(e) = metrics().sample(store.as_ref(), &limits) {
+            if let Err(e) = metrics.sample(store.as_ref(), &limits) {
                 warn!("cannot sample the ledger for metrics: {e}");
             }
         })

@@ -1,6 +1,12 @@
 //! The slots and the descriptor budget, with the private parts in reach.
 
+use std::net::{IpAddr, Ipv4Addr, TcpStream};
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::Duration;
+
 use super::*;
+use crate::slot::Slot;
 
 fn relay(max_per_peer: usize) -> (tempfile::TempDir, Relay) {
     let dir = tempfile::tempdir().unwrap();
@@ -21,6 +27,7 @@ fn relay(max_per_peer: usize) -> (tempfile::TempDir, Relay) {
         max_connections_per_channel: None,
         admin: None,
         admin_limits: Default::default(),
+        commit: "test",
     };
     let db = Db::Sqlite(dir.path().join("l.db"));
     let relay = Relay::start(&db, config).unwrap();

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
-use crate::metrics::{self, CONTENT_TYPE, SAMPLE_INTERVAL, Sampler, Thresholds};
+use crate::metrics::{CONTENT_TYPE, Metrics, SAMPLE_INTERVAL, Sampler, Thresholds};
 use ledger::store::Store;
 
 /// Admin requests served at once; more connections are closed at once. Enough that a few
@@ -52,16 +52,22 @@ impl Admin {
     pub fn start(
         listener: TcpListener,
         store: Arc<dyn Store>,
+        metrics: Arc<Metrics>,
         limits: Thresholds,
     ) -> io::Result<Admin> {
         let addr = listener.local_addr()?;
-        let sampler = Sampler::start(Arc::clone(&store), SAMPLE_INTERVAL, limits)?;
+        let sampler = Sampler::start(
+            Arc::clone(&store),
+            Arc::clone(&metrics),
+            SAMPLE_INTERVAL,
+            limits,
+        )?;
         let stopping = Arc::new(AtomicBool::new(false));
         let stop = Arc::clone(&stopping);
         let accept = std::thread::Builder::new()
             .name("admin".into())
             .stack_size(256 * 1024)
-            .spawn(move || accept_loop(&listener, &store, &stop))?;
+            .spawn(move || accept_loop(&listener, &store, &metrics, &stop))?;
         info!("admin listening on {addr} (GET /metrics, GET /healthz)");
         Ok(Admin {
             addr,
@@ -95,7 +101,12 @@ impl Drop for Admin {
     }
 }
 
-fn accept_loop(listener: &TcpListener, store: &Arc<dyn Store>, stopping: &AtomicBool) {
+fn accept_loop(
+    listener: &TcpListener,
+    store: &Arc<dyn Store>,
+    metrics: &Arc<Metrics>,
+    stopping: &AtomicBool,
+) {
     let busy = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
         if stopping.load(Ordering::SeqCst) {
@@ -113,12 +124,12 @@ fn accept_loop(listener: &TcpListener, store: &Arc<dyn Store>, stopping: &Atomic
             busy.fetch_sub(1, Ordering::SeqCst);
             continue; // closed: a scraper retries at its next interval
         }
-        let (store, done) = (Arc::clone(store), Arc::clone(&busy));
+        let (store, metrics, done) = (Arc::clone(store), Arc::clone(metrics), Arc::clone(&busy));
         let spawned = std::thread::Builder::new()
             .name("admin-conn".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                if let Err(e) = serve(&stream, store.as_ref()) {
+                if let Err(e) = serve(&stream, store.as_ref(), &metrics) {
                     info!("admin: connection closed: {e}");
                 }
                 let _ = stream.shutdown(Shutdown::Both);
@@ -132,7 +143,7 @@ fn accept_loop(listener: &TcpListener, store: &Arc<dyn Store>, stopping: &Atomic
 }
 
 /// Answers one request, then closes.
-fn serve(stream: &TcpStream, store: &dyn Store) -> io::Result<()> {
+fn serve(stream: &TcpStream, store: &dyn Store, metrics: &Metrics) -> io::Result<()> {
     let deadline = Instant::now() + HEAD_DEADLINE;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let head = read_head(stream, deadline)?;
@@ -146,15 +157,20 @@ fn serve(stream: &TcpStream, store: &dyn Store) -> io::Result<()> {
         _ => return respond(stream, 400, "text/plain", "bad request\n"),
     };
     let path = path.split('?').next().unwrap_or_default();
-    let (status, content_type, body) = route(&method, path, store);
+    let (status, content_type, body) = route(&method, path, store, metrics);
     respond(stream, status, content_type, &body)
 }
 
 /// What a request gets: status, content type, body.
-pub fn route(method: &str, path: &str, store: &dyn Store) -> (u16, &'static str, String) {
+pub fn route(
+    method: &str,
+    path: &str,
+    store: &dyn Store,
+    metrics: &Metrics,
+) -> (u16, &'static str, String) {
     const TEXT: &str = "text/plain; charset=utf-8";
     match (method, path) {
-        ("GET", "/metrics") => (200, CONTENT_TYPE, metrics::metrics().encode()),
+        ("GET", "/metrics") => (200, CONTENT_TYPE, metrics.encode()),
         ("GET", "/healthz") => match store.health_round_trip() {
             Ok(()) => (200, TEXT, "ok\n".into()),
             Err(e) => {
@@ -244,6 +260,7 @@ mod tests {
         let admin = Admin::start(
             Admin::bind("127.0.0.1:0").unwrap(),
             store,
+            Arc::new(Metrics::new("test")),
             Thresholds::default(),
         )
         .unwrap();
@@ -278,14 +295,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("l.db");
         let store = GroupCommit::open(&path, "test").unwrap();
-        assert_eq!(route("GET", "/healthz", &store).0, 200);
+        assert_eq!(
+            route("GET", "/healthz", &store, &Metrics::new("test")).0,
+            200
+        );
         // Another connection holds the write lock past the busy timeout.
         let other = ledger::sqlite::Ledger::open(&path).unwrap();
         other.connection().execute_batch("BEGIN IMMEDIATE").unwrap();
-        let (status, _, body) = route("GET", "/healthz", &store);
+        let (status, _, body) = route("GET", "/healthz", &store, &Metrics::new("test"));
         assert_eq!(status, 503, "{body}");
         assert!(body.starts_with("ledger: "), "{body}");
         other.connection().execute_batch("ROLLBACK").unwrap();
-        assert_eq!(route("GET", "/healthz", &store).0, 200);
+        assert_eq!(
+            route("GET", "/healthz", &store, &Metrics::new("test")).0,
+            200
+        );
     }
 }

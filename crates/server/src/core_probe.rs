@@ -17,14 +17,14 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::sync::LazyLock;
 
 use core_client::InquiryDetail;
 use log::{info, warn};
 use prometheus::{IntGaugeVec, Opts, Registry};
 use wire::Transfer;
 
-use crate::core::Core;
+use crate::metrics::Metrics;
+use engine::core::Core;
 
 /// What the probe found: the `result` label of `txrelay_core_start_probe`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,9 +58,10 @@ impl Found {
     }
 }
 
-/// The probe's result: 1 for what the last probe found, 0 for the rest (all 0 before it).
-static START_PROBE: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    IntGaugeVec::new(
+/// The probe's result: 1 for what the last probe found, 0 for the rest (all 0 before it),
+/// registered with `registry` (`Metrics::new`).
+pub(crate) fn gauge(registry: &Registry) -> IntGaugeVec {
+    let gauge = IntGaugeVec::new(
         Opts::new(
             "txrelay_core_start_probe",
             "What the relay's inquiry at start about a GUID never sent found at --core: \
@@ -69,17 +70,14 @@ static START_PROBE: LazyLock<IntGaugeVec> = LazyLock::new(|| {
         ),
         &["result"],
     )
-    .expect("valid gauge")
-});
-
-/// Registers the probe's gauge with `registry`, each result at 0 (`metrics`).
-pub(crate) fn register(registry: &Registry) {
+    .expect("valid gauge");
     registry
-        .register(Box::new(START_PROBE.clone()))
+        .register(Box::new(gauge.clone()))
         .expect("metric names are unique and valid");
     for found in Found::ALL {
-        START_PROBE.with_label_values(&[found.label()]).set(0);
+        gauge.with_label_values(&[found.label()]).set(0);
     }
+    gauge
 }
 
 /// The prefix of every probe's GUID.
@@ -94,7 +92,7 @@ pub fn probe_guid() -> String {
 
 /// Asks `core` (at `url`, for the log lines) about a GUID never sent; says what the answer
 /// means in the log and in the metric, and returns it.
-pub fn probe<C: Core + ?Sized>(core: &C, url: &str) -> Found {
+pub fn probe<C: Core + ?Sized>(core: &C, metrics: &Metrics, url: &str) -> Found {
     let guid = probe_guid();
     let t = Transfer {
         guid: guid.clone(),
@@ -106,7 +104,8 @@ pub fn probe<C: Core + ?Sized>(core: &C, url: &str) -> Found {
     let answer = core.inquire_detail(&t);
     let found = classify(&answer);
     for f in Found::ALL {
-        START_PROBE
+        metrics
+            .core_start_probe
             .with_label_values(&[f.label()])
             .set(i64::from(f == found));
     }

@@ -1,4 +1,4 @@
-//! The commit the binaries are built from, as `TXRELAY_COMMIT` for `engine::metrics`
+//! The commit the binaries are built from, as `TXRELAY_COMMIT` for `cli::COMMIT`
 //! (`txrelay_build_info` and every tool's `--version`): the environment's `TXRELAY_COMMIT`
 //! if set (a packager building from a tarball), else `git rev-parse --short HEAD` where the
 //! source is a git checkout (CI builds from a clean clone), else `unknown`.

@@ -8,7 +8,7 @@ use ledger::state::{Row, State};
 use serde::Serialize;
 use wire::Code;
 
-use crate::transfer::Handled;
+use engine::transfer::Handled;
 
 /// The seconds a `Retry-After` asks for: in flight (E903), and not sent / ledger down.
 const RETRY_IN_FLIGHT: &str = "1";

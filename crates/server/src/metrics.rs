@@ -1,25 +1,25 @@
 //! The relay's metrics, in one place: what `relay --admin` serves at `GET /metrics` in the
 //! Prometheus text format (0.0.4), through the `prometheus` crate (sync, no runtime).
 //!
-//! **One process-wide set (`metrics()`), not a handle passed around.** A relay process is one
-//! relay, and the facts counted here are born deep inside objects whose constructors this
-//! module should not have to reach: the group-commit writer thread, the PostgreSQL pool,
-//! the transports ureq makes through the relay's connector, the late-reply waiters. A global
-//! costs each of them one call and no new parameter. Recording is a few atomic operations;
-//! nothing is printed. A batch tool links the same code and updates the same counters, but
-//! never serves them: its `--metrics-file` carries its run's summary instead (`cli`).
+//! **One set per relay, made by its start (`Relay::start`) and handed to what counts.** The
+//! decisions (`engine`) report through the `Events` port, which [`Metrics`] implements
+//! (`events`); the ledger's commits and the core client's connections through the observer
+//! hooks those crates offer (`observers`); the server's own parts hold an `Arc<Metrics>`.
+//! No global: a test makes its own set and asserts on its own run. Recording is a few atomic
+//! operations; nothing is printed. The batch tools never link this: their `--metrics-file`
+//! carries their run's summary instead (`cli`).
 //!
 //! Rows by state, the ages of the oldest UNKNOWN and FAILED rows, the GUIDs that need an
 //! operator and the rows at reprocess's attempt cap cost a query each (a count or a `min`,
 //! never rows), so they are not read per scrape: a `Sampler` thread reads them every
 //! `SAMPLE_INTERVAL` through the `Store`, against the `Thresholds` the relay was given.
 //!
-//! Also here: what the process is (`txrelay_build_info`, and the `VERSION` every tool's
-//! `--version` prints, with the commit `build.rs` found) and what it uses (the `process_*`
-//! families of the prometheus crate's process collector, on Linux).
+//! Also here: what the process is (`txrelay_build_info`, with the commit `cli`'s build script
+//! found) and what it uses (the `process_*` families of the prometheus crate's process
+//! collector, on Linux).
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{LazyLock, Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus::{
@@ -29,18 +29,6 @@ use prometheus::{
 
 use ledger::state::State;
 pub use ledger::store::DEFAULT_MAX_INQUIRIES;
-
-/// The commit the binaries were built from (`build.rs`: `git rev-parse --short HEAD`, or
-/// `TXRELAY_COMMIT`, or `unknown`).
-pub const COMMIT: &str = env!("TXRELAY_COMMIT");
-
-/// What `--version` prints after the tool's name: `0.1.0 (commit 1a2b3c4)`.
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("TXRELAY_COMMIT"),
-    ")"
-);
 
 /// The `channel` label (and log field) of an anonymous channel's requests.
 pub const ANONYMOUS: &str = "-";
@@ -133,13 +121,8 @@ pub struct Metrics {
     pub recovery_inquiries: IntCounterVec,
     /// 1, labelled with the version and the commit.
     pub build_info: IntGaugeVec,
-}
-
-static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
-
-/// The process's metrics.
-pub fn metrics() -> &'static Metrics {
-    &METRICS
+    /// What the relay's inquiry at start found at its core (`core_probe`).
+    pub core_start_probe: IntGaugeVec,
 }
 
 /// Registers `metric` with `registry` and hands it back.
@@ -151,7 +134,9 @@ fn reg<M: prometheus::core::Collector + Clone + 'static>(registry: &Registry, me
 }
 
 impl Metrics {
-    fn new() -> Metrics {
+    /// A new set, its own registry, `txrelay_build_info` labelled with `commit` (the relay
+    /// passes `cli::COMMIT`; a test, its own set for its own run).
+    pub fn new(commit: &str) -> Metrics {
         let r = Registry::new();
         let counter =
             |name: &str, help: &str| reg(&r, IntCounter::new(name, help).expect("valid counter"));
@@ -169,7 +154,6 @@ impl Metrics {
                     .expect("valid histogram"),
             )
         };
-        crate::core_probe::register(&r);
         let m = Metrics {
             requests: counter_vec(
                 "txrelay_requests_total",
@@ -361,11 +345,12 @@ impl Metrics {
                 )
                 .expect("valid gauge"),
             ),
+            core_start_probe: crate::core_probe::gauge(&r),
             sampling: Mutex::new(()),
             registry: r,
         };
         m.build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION"), COMMIT])
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), commit])
             .set(1);
         // CPU, memory, descriptors, threads, start time: `process_*`, read from /proc at
         // each scrape.

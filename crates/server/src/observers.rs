@@ -4,15 +4,21 @@
 //! short is also said in the log, rate-limited: every request of a storm of them (a pooler
 //! cancelling every session) is in the access lines and the counter anyway.
 
-use crate::log_limit::{PER_REQUEST, warn_limited};
-use crate::metrics::metrics;
+use std::sync::Arc;
 
-/// Makes the ledger and the core client report to the metrics (their commits, their
-/// connections to the core): called once, before the relay opens its ledger.
-pub fn install() {
-    ledger::observe::on_commit(|statements, took| metrics().commit(statements, took));
-    ledger::observe::on_not_replicated(|what| {
-        metrics().commits_not_replicated.inc();
+use log_limit::{PER_REQUEST, warn_limited};
+
+use crate::metrics::Metrics;
+
+/// Makes the ledger and the core client report to `metrics` (their commits, their
+/// connections to the core): called once, before the relay opens its ledger. The hooks are
+/// the process's (a process is one relay); the first relay of a process keeps them.
+pub fn install(metrics: &Arc<Metrics>) {
+    let m = Arc::clone(metrics);
+    ledger::observe::on_commit(Box::new(move |statements, took| m.commit(statements, took)));
+    let m = Arc::clone(metrics);
+    ledger::observe::on_not_replicated(Box::new(move |what| {
+        m.commits_not_replicated.inc();
         warn_limited!(
             PER_REQUEST,
             "commits not replicated to the synchronous standby",
@@ -21,6 +27,7 @@ pub fn install() {
              treated as not written (a claim is not won: E905, the core not called; a \
              result is not recorded: E901, row SENT) and its connection closed"
         );
-    });
-    core_client::observe::on_connection(|delta| metrics().core_connections.add(delta));
+    }));
+    let m = Arc::clone(metrics);
+    core_client::observe::on_connection(Box::new(move |delta| m.core_connections.add(delta)));
 }

@@ -21,7 +21,9 @@ use rustls::pki_types::{CertificateDer, UnixTime};
 use super::clock::Clock;
 use super::handshake::Refused;
 use super::tls::Loaded;
-use super::{ListenerState, Shared, Slot};
+use crate::Shared;
+use crate::listener::ListenerState;
+use crate::slot::Slot;
 
 /// One open connection, as the registry holds it.
 pub(super) struct Entry {
