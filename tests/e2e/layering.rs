@@ -50,11 +50,15 @@ fn the_ledger_tools_link_neither_the_relay_process_nor_the_core_client() {
         refuses(tool, CORE_CLIENT);
         refuses(tool, &["engine"]);
     }
+    // purge decides (which rows are finished) but calls no core.
+    refuses("purge", SERVER);
+    refuses("purge", CORE_CLIENT);
 }
 
 #[test]
 fn the_decisions_link_no_server_and_the_batch_tools_no_relay_process() {
     refuses("engine", SERVER);
+    refuses("engine", CORE_CLIENT);
     refuses("cli", &["engine", "server", "prometheus"]);
     for tool in ["resolve", "reprocess", "purge", "inspect"] {
         refuses(tool, SERVER);
@@ -74,4 +78,13 @@ fn the_lower_layers_stay_below() {
         "log_limit",
         &["ledger", "core_client", "engine", "server", "cli"],
     );
+    let above = ["ledger", "core_client", "engine", "server", "cli", "ureq"];
+    refuses("core_api", &above);
+    // The test tools that need only the codec and the client link no ledger.
+    for tool in ["chan", "loadgen", "coresim"] {
+        refuses(
+            tool,
+            &["ledger", "engine", "server", "rusqlite", "postgres"],
+        );
+    }
 }

@@ -17,12 +17,12 @@ use crate::tls::{self, TlsFiles};
 use wire::{TX_TRNF, Transfer};
 
 /// Idle keep-alive connections kept to the core, and for how long.
-pub const MAX_IDLE: usize = 256;
+pub const MAX_IDLE: usize = core_api::MAX_PARALLEL;
 
 /// How many calls to the core a batch tool (resolve, reprocess) makes at once unless told
 /// otherwise (their `--parallel`); at most [`MAX_IDLE`], so that every worker keeps its own
 /// connection alive.
-pub const DEFAULT_PARALLEL: usize = 8;
+pub use core_api::DEFAULT_PARALLEL;
 const MAX_IDLE_AGE: Duration = Duration::from_secs(2);
 
 /// Largest core answer we read; anything longer is not a booking and is cut (→ unknown).

@@ -6,13 +6,14 @@
 //! core may have booked it. The client is in `client`, what its answers and failures mean in
 //! `outcome` (both re-exported here). Also here: its TLS settings (`tls`), the marking of
 //! failures before any byte was sent (`pre_send`), the capture of a call given up at its read
-//! timeout for a late reply (`capture`), and what it reports about its connections
-//! (`observe`).
+//! timeout for a late reply (`capture`), what it reports about its connections
+//! (`observe`), and the client as the decisions' port to the core (`port`: `core_api::Core`).
 
 pub mod capture;
 mod client;
 pub mod observe;
 mod outcome;
+mod port;
 pub mod pre_send;
 pub mod tls;
 

@@ -6,83 +6,8 @@ use serde::Deserialize;
 use ureq::Error;
 
 use crate::pre_send;
+pub use core_api::{Inquiry, InquiryDetail, Outcome};
 use wire::{BOOKING_BODY_LEN, Code, Transfer};
-
-/// What a POST of a transfer came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Booked: the 45-byte reply body built from the core's JSON.
-    Booked([u8; BOOKING_BODY_LEN]),
-    /// A definitive business rejection: not booked.
-    Rejected(Code),
-    /// The request never left: safe to send again.
-    NotSent(String),
-    /// The core may or may not have booked it.
-    Unknown(String),
-}
-
-/// What an inquiry (`GET /v1/transfers/{guid}`) came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inquiry {
-    Booked([u8; BOOKING_BODY_LEN]),
-    /// The core says it never booked this GUID.
-    NotFound,
-    /// No usable answer: settle nothing.
-    Error(String),
-}
-
-/// What an inquiry came to, with one case of [`Inquiry::Error`] told apart: a booking of our
-/// GUID for another amount. Settling a row, that is no answer like any other (resolve leaves
-/// the row); before a claim in recovery mode (contract §11) it is an answer: the GUID was
-/// used for a different request, and the channel is told `E904` rather than "not sent".
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InquiryDetail {
-    Booked([u8; BOOKING_BODY_LEN]),
-    /// The core booked this GUID for `amount`, not ours; `why` is what [`Inquiry::Error`]
-    /// says about it.
-    BookedOther {
-        amount: u64,
-        why: String,
-    },
-    NotFound,
-    Error(String),
-}
-
-impl InquiryDetail {
-    /// Its name in the relay's metrics (`txrelay_recovery_inquiries_total{outcome=…}`).
-    pub fn label(&self) -> &'static str {
-        match self {
-            InquiryDetail::Booked(_) => "booked",
-            InquiryDetail::BookedOther { .. } => "other_amount",
-            InquiryDetail::NotFound => "not_found",
-            InquiryDetail::Error(_) => "error",
-        }
-    }
-}
-
-impl From<InquiryDetail> for Inquiry {
-    fn from(d: InquiryDetail) -> Inquiry {
-        match d {
-            InquiryDetail::Booked(body) => Inquiry::Booked(body),
-            InquiryDetail::BookedOther { why, .. } | InquiryDetail::Error(why) => {
-                Inquiry::Error(why)
-            }
-            InquiryDetail::NotFound => Inquiry::NotFound,
-        }
-    }
-}
-
-impl Outcome {
-    /// Its name in the relay's metrics (`txrelay_core_call_duration_seconds{outcome=…}`).
-    pub fn label(&self) -> &'static str {
-        match self {
-            Outcome::Booked(_) => "booked",
-            Outcome::Rejected(_) => "rejected",
-            Outcome::NotSent(_) => "not_sent",
-            Outcome::Unknown(_) => "unknown",
-        }
-    }
-}
 
 #[derive(Deserialize)]
 struct BookingJson {

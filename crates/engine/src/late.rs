@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use core_client::Outcome;
+use crate::core::Outcome;
 use ledger::state::{Change, State};
 use ledger::store::Store;
 use log::info;

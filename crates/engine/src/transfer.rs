@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use core_client::Outcome;
+use crate::core::Outcome;
 use ledger::sqlite::BUSY_TIMEOUT;
 use ledger::state::{Change, State};
 use ledger::store::Store;

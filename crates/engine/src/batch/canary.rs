@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use core_client::{CoreClient, Inquiry};
+use crate::core::{Core, Inquiry};
 use ledger::error::LedgerError;
 use ledger::store::Store;
 
@@ -70,7 +70,7 @@ impl fmt::Display for CanaryFailure {
 }
 
 /// Asks `core` about the most recent GUID `ledger` holds as booked (DONE/0000).
-pub fn canary(ledger: &dyn Store, core: &CoreClient) -> Result<Canary, LedgerError> {
+pub fn canary(ledger: &dyn Store, core: &dyn Core) -> Result<Canary, LedgerError> {
     // A usable stored request carries a valid GUID, the row's own: one that may go in a URL.
     let Some((row, t)) = ledger
         .recent_bookings(CANARY_CANDIDATES)?

@@ -20,11 +20,11 @@ use ledger::state::Row;
 use wire::{self, Transfer};
 
 /// `--parallel` of resolve and reprocess: how many rows are worked on at once by default.
-pub const DEFAULT_PARALLEL: usize = core_client::DEFAULT_PARALLEL;
+pub const DEFAULT_PARALLEL: usize = core_api::DEFAULT_PARALLEL;
 
 /// The most rows worked on at once: the core client keeps at most this many idle
-/// connections alive (`core_client::MAX_IDLE`), so every worker keeps its own.
-pub const MAX_PARALLEL: usize = core_client::MAX_IDLE;
+/// connections alive (`core_client::MAX_IDLE` is this), so every worker keeps its own.
+pub const MAX_PARALLEL: usize = core_api::MAX_PARALLEL;
 
 /// Runs `work` on every item, on up to `parallel` threads (the caller's among them), each
 /// taking the next item not yet taken, in order; returns the results in the items' order,

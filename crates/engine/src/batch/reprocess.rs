@@ -9,10 +9,10 @@ use serde::Serialize;
 
 use super::canary::{Canary, CanaryFailure, canary};
 use super::{in_parallel, stored_transfer};
+use crate::core::{Core, Inquiry};
 use crate::events::NoEvents;
 use crate::recovery::{self, Resend};
 use crate::transfer::send_and_record;
-use core_client::{CoreClient, Inquiry};
 use ledger::error::LedgerError;
 use ledger::state::{Row, State};
 use ledger::store::Store;
@@ -80,7 +80,7 @@ impl From<LedgerError> for ReprocessError {
 /// nothing will be claimed, nothing to ask.
 fn core_unreachable(
     ledger: &dyn Store,
-    core: &CoreClient,
+    core: &dyn Core,
     rows: &[Row],
 ) -> Result<Option<String>, ReprocessError> {
     let Some(t) = rows
@@ -119,7 +119,7 @@ fn core_unreachable(
 /// JSON 404 lets the resend go on.
 pub fn reprocess(
     ledger: &dyn Store,
-    core: &CoreClient,
+    core: &dyn Core,
     max_attempts: i64,
     limit: Option<u64>,
     parallel: usize,
@@ -214,7 +214,7 @@ enum Resent {
 
 fn resend(
     ledger: &dyn Store,
-    core: &CoreClient,
+    core: &dyn Core,
     max_attempts: i64,
     recovering: bool,
     core_down: &AtomicBool,

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::canary::{Canary, CanaryFailure, canary};
 use super::{DEFAULT_PARALLEL, in_parallel, stored_transfer};
-use core_client::{CoreClient, Inquiry};
+use crate::core::{Core, Inquiry};
 use ledger::error::LedgerError;
 use ledger::state::{Change, Row, State};
 use ledger::store::{DEFAULT_MAX_INQUIRIES, InquiryRecord, Store};
@@ -155,7 +155,7 @@ impl From<LedgerError> for ResolveError {
 /// about again: it is listed in `needs_operator`.
 pub fn resolve(
     ledger: &dyn Store,
-    core: &CoreClient,
+    core: &dyn Core,
     settings: &ResolveSettings,
 ) -> Result<ResolveSummary, ResolveError> {
     match canary(ledger, core)? {
@@ -230,7 +230,7 @@ enum Settled {
 }
 
 /// Asks the core about one row and settles it by one guarded statement.
-fn settle(ledger: &dyn Store, core: &CoreClient, settings: &ResolveSettings, row: &Row) -> Settled {
+fn settle(ledger: &dyn Store, core: &dyn Core, settings: &ResolveSettings, row: &Row) -> Settled {
     let from = row.state;
     let (t, req) = match stored_transfer(row) {
         Ok(x) => x,

@@ -6,7 +6,7 @@
 //! amount is the GUID used for a different request; anything else proves nothing, so nothing
 //! is written and nothing sent.
 
-use core_client::InquiryDetail;
+use crate::core::InquiryDetail;
 use ledger::recovery::Booked;
 use ledger::state::{Change, Row, State};
 use ledger::store::Store;

@@ -1,7 +1,7 @@
 //! Contract §8: a GUID belongs to the channel that claimed it. Another channel, or an
 //! anonymous one, gets `E904` for it: never the stored reply, no change, no call.
 
-use core_client::Outcome;
+use engine::core::Outcome;
 use engine::events::NoEvents;
 use engine::transfer::{Handled, handle};
 use ledger::state::State;

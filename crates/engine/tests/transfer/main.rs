@@ -9,7 +9,7 @@ mod scripted;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use core_client::Outcome;
+use engine::core::Outcome;
 use engine::events::NoEvents;
 use engine::transfer::{Handled, handle};
 use ledger::sqlite::Ledger;

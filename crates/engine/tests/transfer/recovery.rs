@@ -4,7 +4,7 @@
 //! proves nothing, writes and sends nothing. And the rows `restore --journal` writes, which
 //! hold a booking but no request.
 
-use core_client::{InquiryDetail, Outcome};
+use engine::core::{InquiryDetail, Outcome};
 use engine::events::NoEvents;
 use engine::recovery::BOOKED_BEFORE;
 use engine::transfer::{Handled, Mode, handle, handle_in};

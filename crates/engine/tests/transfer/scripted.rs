@@ -8,8 +8,8 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use core_client::{InquiryDetail, Outcome};
 use engine::core::{Core, PendingAnswer};
+use engine::core::{InquiryDetail, Outcome};
 use engine::events::{Events, LateReply};
 use ledger::sqlite::Ledger;
 use ledger::state::{Change, State};
