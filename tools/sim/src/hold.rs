@@ -1,0 +1,50 @@
+//! The ledger as the simulator holds it: the real SQLite `Store` (its SQL, its guarded
+//! statements) over one connection, with a yield point before each read and write, so that
+//! the scheduler can interleave actors between any two ledger steps.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ledger::sqlite::{Hold, Ledger};
+use ledger::store::Durability;
+
+use crate::sched::Sched;
+
+pub struct SimHold {
+    ledger: Mutex<Ledger>,
+    sched: Arc<Sched>,
+}
+
+impl SimHold {
+    pub fn new(ledger: Ledger, sched: Arc<Sched>) -> SimHold {
+        SimHold {
+            ledger: Mutex::new(ledger),
+            sched,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Hold for SimHold {
+    fn write_with<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Ledger) -> ledger::error::Result<R> + Send + 'static,
+    ) -> ledger::error::Result<R> {
+        self.sched.pause();
+        f(&self.lock())
+    }
+
+    fn read_with<R>(
+        &self,
+        f: impl FnOnce(&Ledger) -> ledger::error::Result<R>,
+    ) -> ledger::error::Result<R> {
+        self.sched.pause();
+        f(&self.lock())
+    }
+
+    fn durabilities(&self) -> ledger::error::Result<Vec<Durability>> {
+        Ok(vec![self.lock().durability()?])
+    }
+}

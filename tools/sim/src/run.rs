@@ -1,0 +1,267 @@
+//! One run of the simulator for one seed: a fresh SQLite ledger, the scripted core, channels
+//! that send and resend a few GUIDs (some shared), resolve and reprocess running alongside,
+//! late answers and requests still on their way delivered at random steps, requests crashing
+//! at random yield points; then the end of the run settles what is left (every request on
+//! its way landed, resolve with `--stale-sent`, reprocess) and `check` judges it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use core_api::PendingAnswer;
+use engine::batch::{self, ResolveSettings};
+use engine::events::Events;
+use engine::transfer;
+use ledger::store::Store;
+use wire::Transfer;
+
+use crate::check::{self, Answered, Verdict};
+use crate::core::SimCore;
+use crate::hold::SimHold;
+use crate::sched::{Crash, Kind, Sched};
+
+/// How a run is made.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    pub seed: u64,
+    pub channels: usize,
+    pub guids: usize,
+    /// Resolve waits until no request of a given-up call can still reach the core (what its
+    /// `--min-age` and `--stale-sent` stand for); `false` drops that assumption.
+    pub timing: bool,
+    /// One chance in this of a request crashing at each of its yield points.
+    pub crash_one_in: u32,
+}
+
+impl Plan {
+    pub fn new(seed: u64) -> Plan {
+        Plan {
+            seed,
+            channels: 3,
+            guids: 6,
+            timing: true,
+            crash_one_in: 40,
+        }
+    }
+}
+
+/// A late call the relay would wait on: its answer to come, its attempt and request.
+type LateCall = (Box<dyn PendingAnswer>, i64, Vec<u8>);
+
+/// The late calls, kept for the late-answer actor.
+#[derive(Default)]
+struct SimEvents {
+    late: Mutex<Vec<LateCall>>,
+}
+
+impl Events for SimEvents {
+    fn keeps_late_calls(&self) -> bool {
+        true
+    }
+
+    fn late_call(&self, call: Box<dyn PendingAnswer>, attempt: i64, msg: Vec<u8>) {
+        self.late
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((call, attempt, msg));
+    }
+}
+
+impl SimEvents {
+    fn take(&self, k: Option<u64>) -> Vec<LateCall> {
+        let mut late = self.late.lock().unwrap_or_else(|e| e.into_inner());
+        match k {
+            None => std::mem::take(&mut *late),
+            Some(_) if late.is_empty() => Vec::new(),
+            Some(k) => {
+                let n = late.len() as u64;
+                vec![late.remove((k % n) as usize)]
+            }
+        }
+    }
+
+    fn settle(&self, store: &dyn Store, k: Option<u64>) {
+        for (call, attempt, msg) in self.take(k) {
+            let guid = call.guid().to_string();
+            let until = std::time::Instant::now();
+            if let Some(outcome) = call.wait(until) {
+                engine::late::settle(store, self, &guid, outcome, attempt, &msg);
+            }
+        }
+    }
+}
+
+/// Counts a channel as done when it ends.
+struct Done(Arc<AtomicUsize>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The request of GUID `i`: the same bytes at every resend.
+fn request(guid: &str) -> Vec<u8> {
+    wire::encode_request(&Transfer {
+        guid: guid.to_string(),
+        from_account: "00000000000001".into(),
+        to_account: "00000000000002".into(),
+        amount: 1500,
+        memo: "sim".into(),
+    })
+    .expect("a valid request")
+}
+
+/// What one run came to.
+pub struct Outcome {
+    pub verdict: Verdict,
+    pub crashes: u64,
+    pub steps: u64,
+    pub answers: usize,
+}
+
+/// Runs `plan` on a new ledger in a directory of its own under `dir`.
+pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
+    let sched = Sched::new(plan.seed, plan.crash_one_in);
+    // A ledger of its own, new, removed with the run.
+    let own = tempfile::tempdir_in(dir).expect("a run's directory");
+    let ledger = ledger::sqlite::Ledger::open(&own.path().join("sim.db")).expect("a ledger");
+    let store: Arc<dyn Store> = Arc::new(SimHold::new(ledger, Arc::clone(&sched)));
+    let core = Arc::new(SimCore::new(Arc::clone(&sched), plan.timing));
+    let events = Arc::new(SimEvents::default());
+    let answered: Arc<Mutex<Vec<Answered>>> = Arc::default();
+    let channels_done = Arc::new(AtomicUsize::new(0));
+    let guids: Vec<String> = (0..plan.guids)
+        .map(|i| format!("S{:x}-{i}", plan.seed))
+        .collect();
+
+    let mut actors = Vec::new();
+    for _ in 0..plan.channels {
+        // Each channel sends a few GUIDs of the run's (some sent by two channels at once).
+        let mine: Vec<String> = (0..3)
+            .map(|_| guids[sched.below(plan.guids as u64) as usize].clone())
+            .collect();
+        let (s, st, c, ev, ans, done) = (
+            Arc::clone(&sched),
+            Arc::clone(&store),
+            Arc::clone(&core),
+            Arc::clone(&events),
+            Arc::clone(&answered),
+            Arc::clone(&channels_done),
+        );
+        actors.push(sched.spawn(Kind::Request, move || {
+            // Counted however the channel ends, so that the other actors stop with it.
+            let _done = Done(done);
+            for guid in mine {
+                let msg = request(&guid);
+                // The first send, then resends (after a timeout on the channel's side).
+                for _ in 0..=s.below(3) {
+                    let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        transfer::handle(st.as_ref(), c.as_ref(), ev.as_ref(), None, &msg)
+                    }));
+                    match sent {
+                        Ok(h) => ans.lock().unwrap().push(Answered {
+                            detail: h.detail.map(str::to_string),
+                            guid: guid.clone(),
+                            reply: h.reply,
+                        }),
+                        Err(p) if p.is::<Crash>() => {} // no answer: the channel resends
+                        Err(p) => std::panic::resume_unwind(p),
+                    }
+                    // Between two requests the relay may die too: nothing is lost.
+                    let _ = std::panic::catch_unwind(|| s.pause());
+                }
+            }
+        }));
+    }
+    let all_sent = {
+        let done = Arc::clone(&channels_done);
+        let n = plan.channels;
+        move || done.load(Ordering::SeqCst) == n
+    };
+    // resolve, as its timer runs it (the core's inquiry stands for `--min-age`: see
+    // `SimCore::timing`).
+    let (s, st, c, sent) = (
+        Arc::clone(&sched),
+        Arc::clone(&store),
+        Arc::clone(&core),
+        all_sent.clone(),
+    );
+    actors.push(sched.spawn(Kind::Other, move || {
+        while !sent() {
+            s.pause();
+            let settings = ResolveSettings::new(0).parallel(1);
+            let _ = batch::resolve(st.as_ref(), c.as_ref(), &settings);
+        }
+    }));
+    // reprocess, likewise.
+    let (s, st, c, sent) = (
+        Arc::clone(&sched),
+        Arc::clone(&store),
+        Arc::clone(&core),
+        all_sent.clone(),
+    );
+    actors.push(sched.spawn(Kind::Other, move || {
+        while !sent() {
+            s.pause();
+            let _ = batch::reprocess(st.as_ref(), c.as_ref(), 20, None, 1);
+        }
+    }));
+    // The core: requests on their way land; late answers come.
+    let (s, st, c, ev, sent) = (
+        Arc::clone(&sched),
+        Arc::clone(&store),
+        Arc::clone(&core),
+        Arc::clone(&events),
+        all_sent,
+    );
+    actors.push(sched.spawn(Kind::Other, move || {
+        while !sent() {
+            s.pause();
+            match s.below(3) {
+                0 => c.deliver(s.below(16) as usize),
+                1 => ev.settle(st.as_ref(), Some(s.below(16))),
+                _ => {}
+            }
+        }
+    }));
+    let failed = sched.run(actors);
+
+    // The end: nothing more on its way, then resolve and reprocess until all is settled.
+    core.settle_mode();
+    while core.in_flight() > 0 {
+        core.deliver(0);
+    }
+    events.settle(store.as_ref(), None);
+    for _ in 0..20 {
+        let settings = ResolveSettings::new(0).stale_sent(Some(0)).parallel(1);
+        let _ = batch::resolve(store.as_ref(), core.as_ref(), &settings);
+        let _ = batch::reprocess(store.as_ref(), core.as_ref(), 100, None, 1);
+        if check::all_settled(store.as_ref()) {
+            break;
+        }
+    }
+    let answers = answered.lock().unwrap().clone();
+    if std::env::var_os("SIM_TRACE").is_some() {
+        for a in &answers {
+            eprintln!(
+                "answer: {} {:?} {:?}",
+                a.guid,
+                String::from_utf8_lossy(&a.reply[36..]),
+                a.detail
+            );
+        }
+    }
+    let mut verdict = check::check(store.as_ref(), &core.bookings(), &answers);
+    if let Err(why) = failed {
+        verdict
+            .violations
+            .insert(0, format!("an actor panicked: {why}"));
+    }
+    let (crashes, steps) = sched.counts();
+    Outcome {
+        verdict,
+        crashes,
+        steps,
+        answers: answers.len(),
+    }
+}

@@ -1,0 +1,180 @@
+//! The seeded scheduler: every actor (a channel, resolve, reprocess, the core's late answers)
+//! is a thread, but only the one holding the turn runs. At each yield point — every ledger
+//! access (`hold`) and every step of a core call (`core`) — the actor gives the turn back and
+//! the scheduler's random generator picks who runs next, so that one seed is one
+//! interleaving, replayed exactly. At a yield point an actor of a relay request may also be
+//! made to crash: it unwinds where it stands, as the relay process would have died there.
+
+use std::cell::Cell;
+use std::collections::BTreeSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+/// The panic payload of a crash.
+pub struct Crash;
+
+/// What an actor is: only a relay's request can crash mid-way (the batch tools' runs and the
+/// core's answers are not the relay's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Request,
+    Other,
+}
+
+struct State {
+    rng: fastrand::Rng,
+    turn: Option<usize>,
+    live: BTreeSet<usize>,
+    kinds: Vec<Kind>,
+    /// One chance in this of a crash at each yield point of a request (0: never).
+    crash_one_in: u32,
+    pub crashes: u64,
+    pub steps: u64,
+}
+
+pub struct Sched {
+    state: Mutex<State>,
+    turn_changed: Condvar,
+}
+
+thread_local! {
+    static ME: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+impl Sched {
+    pub fn new(seed: u64, crash_one_in: u32) -> Arc<Sched> {
+        Arc::new(Sched {
+            state: Mutex::new(State {
+                rng: fastrand::Rng::with_seed(seed),
+                turn: None,
+                live: BTreeSet::new(),
+                kinds: Vec::new(),
+                crash_one_in,
+                crashes: 0,
+                steps: 0,
+            }),
+            turn_changed: Condvar::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A random number from the run's generator, drawn by whoever holds the turn.
+    pub fn below(&self, n: u64) -> u64 {
+        self.lock().rng.u64(0..n.max(1))
+    }
+
+    /// Registers an actor of `kind` running `f` once the scheduler gives it the turn.
+    pub fn spawn(
+        self: &Arc<Self>,
+        kind: Kind,
+        f: impl FnOnce() + Send + 'static,
+    ) -> JoinHandle<()> {
+        let id = {
+            let mut s = self.lock();
+            s.kinds.push(kind);
+            let id = s.kinds.len() - 1;
+            s.live.insert(id);
+            id
+        };
+        let sched = Arc::clone(self);
+        std::thread::Builder::new()
+            .stack_size(512 * 1024)
+            .spawn(move || {
+                ME.with(|me| me.set(Some(id)));
+                sched.wait_turn(id);
+                let ran = catch_unwind(AssertUnwindSafe(f));
+                if let Err(payload) = ran
+                    && !payload.is::<Crash>()
+                {
+                    sched.finish(id);
+                    std::panic::resume_unwind(payload);
+                }
+                sched.finish(id);
+            })
+            .expect("a thread")
+    }
+
+    /// Gives the first turn and waits until every actor has finished.
+    pub fn run(&self, actors: Vec<JoinHandle<()>>) -> Result<(), String> {
+        {
+            let mut s = self.lock();
+            pick(&mut s);
+        }
+        self.turn_changed.notify_all();
+        let mut failed = None;
+        for a in actors {
+            if let Err(e) = a.join() {
+                let why = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "an actor panicked".into());
+                failed.get_or_insert(why);
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn wait_turn(&self, id: usize) {
+        let mut s = self.lock();
+        while s.turn != Some(id) {
+            s = self.turn_changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// A yield point of the actor running now (none outside an actor: the end of a run).
+    pub fn pause(&self) {
+        let Some(id) = ME.with(Cell::get) else {
+            return;
+        };
+        {
+            let mut s = self.lock();
+            s.steps += 1;
+            let one_in = s.crash_one_in;
+            let crash = s.kinds[id] == Kind::Request && one_in > 0 && s.rng.u32(0..one_in) == 0;
+            if crash {
+                s.crashes += 1;
+                drop(s);
+                std::panic::panic_any(Crash);
+            }
+            pick(&mut s);
+        }
+        self.turn_changed.notify_all();
+        self.wait_turn(id);
+    }
+
+    fn finish(&self, id: usize) {
+        {
+            let mut s = self.lock();
+            s.live.remove(&id);
+            pick(&mut s);
+        }
+        self.turn_changed.notify_all();
+    }
+
+    /// Crashes and yield points so far.
+    pub fn counts(&self) -> (u64, u64) {
+        let s = self.lock();
+        (s.crashes, s.steps)
+    }
+}
+
+/// Gives the turn to a live actor chosen by the generator (none left: nobody).
+fn pick(s: &mut State) {
+    let n = s.live.len();
+    s.turn = if n == 0 {
+        None
+    } else {
+        let k = s.rng.usize(0..n);
+        s.live.iter().nth(k).copied()
+    };
+}
+
+/// Whether the calling thread is an actor (the end of a run is not).
+pub fn in_actor() -> bool {
+    ME.with(Cell::get).is_some()
+}
