@@ -47,10 +47,11 @@ impl Plan {
 /// A late call the relay would wait on: its answer to come, its attempt and request.
 type LateCall = (Box<dyn PendingAnswer>, i64, Vec<u8>);
 
-/// The late calls, kept for the late-answer actor.
-#[derive(Default)]
+/// The late calls, kept for the late-answer actor, each with the relay's life it began in
+/// (a crash ends its waiter: its answer is never read).
 struct SimEvents {
-    late: Mutex<Vec<LateCall>>,
+    sched: Arc<Sched>,
+    late: Mutex<Vec<(LateCall, u64)>>,
 }
 
 impl Events for SimEvents {
@@ -59,24 +60,29 @@ impl Events for SimEvents {
     }
 
     fn late_call(&self, call: Box<dyn PendingAnswer>, attempt: i64, msg: Vec<u8>) {
+        let epoch = self.sched.epoch();
         self.late
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((call, attempt, msg));
+            .push(((call, attempt, msg), epoch));
     }
 }
 
 impl SimEvents {
     fn take(&self, k: Option<u64>) -> Vec<LateCall> {
+        let now = self.sched.epoch();
         let mut late = self.late.lock().unwrap_or_else(|e| e.into_inner());
-        match k {
+        // The waiters of a relay that died are gone with it: their answers are never read.
+        late.retain(|(_, epoch)| *epoch == now);
+        let taken = match k {
             None => std::mem::take(&mut *late),
             Some(_) if late.is_empty() => Vec::new(),
             Some(k) => {
                 let n = late.len() as u64;
                 vec![late.remove((k % n) as usize)]
             }
-        }
+        };
+        taken.into_iter().map(|(call, _)| call).collect()
     }
 
     fn settle(&self, store: &dyn Store, k: Option<u64>) {
@@ -127,7 +133,10 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
     let ledger = ledger::sqlite::Ledger::open(&own.path().join("sim.db")).expect("a ledger");
     let store: Arc<dyn Store> = Arc::new(SimHold::new(ledger, Arc::clone(&sched)));
     let core = Arc::new(SimCore::new(Arc::clone(&sched), plan.timing));
-    let events = Arc::new(SimEvents::default());
+    let events = Arc::new(SimEvents {
+        sched: Arc::clone(&sched),
+        late: Mutex::default(),
+    });
     let answered: Arc<Mutex<Vec<Answered>>> = Arc::default();
     let channels_done = Arc::new(AtomicUsize::new(0));
     let guids: Vec<String> = (0..plan.guids)
@@ -156,7 +165,10 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
                 // The first send, then resends (after a timeout on the channel's side).
                 for _ in 0..=s.below(3) {
                     let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        transfer::handle(st.as_ref(), c.as_ref(), ev.as_ref(), None, &msg)
+                        s.begin_request();
+                        let h = transfer::handle(st.as_ref(), c.as_ref(), ev.as_ref(), None, &msg);
+                        s.end_request();
+                        h
                     }));
                     match sent {
                         Ok(h) => ans.lock().unwrap().push(Answered {

@@ -2,8 +2,10 @@
 //! is a thread, but only the one holding the turn runs. At each yield point — every ledger
 //! access (`hold`) and every step of a core call (`core`) — the actor gives the turn back and
 //! the scheduler's random generator picks who runs next, so that one seed is one
-//! interleaving, replayed exactly. At a yield point an actor of a relay request may also be
-//! made to crash: it unwinds where it stands, as the relay process would have died there.
+//! interleaving, replayed exactly. At a yield point inside a relay's request the relay may
+//! also crash: that request unwinds where it stands, and so does every other request the
+//! relay was serving, at its next yield point (a new relay *epoch* begins; the late-reply
+//! waiters of the old one are gone too, `run`).
 
 use std::cell::Cell;
 use std::collections::BTreeSet;
@@ -29,6 +31,8 @@ struct State {
     kinds: Vec<Kind>,
     /// One chance in this of a crash at each yield point of a request (0: never).
     crash_one_in: u32,
+    /// The relay's lives: a crash begins the next one.
+    epoch: u64,
     pub crashes: u64,
     pub steps: u64,
 }
@@ -40,6 +44,8 @@ pub struct Sched {
 
 thread_local! {
     static ME: Cell<Option<usize>> = const { Cell::new(None) };
+    /// The relay's life the calling actor's request began in (`None`: not in a request).
+    static IN_REQUEST: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
 impl Sched {
@@ -51,6 +57,7 @@ impl Sched {
                 live: BTreeSet::new(),
                 kinds: Vec::new(),
                 crash_one_in,
+                epoch: 0,
                 crashes: 0,
                 steps: 0,
             }),
@@ -126,6 +133,21 @@ impl Sched {
         }
     }
 
+    /// The relay's life now.
+    pub fn epoch(&self) -> u64 {
+        self.lock().epoch
+    }
+
+    /// The calling actor begins a request to the relay (until `end_request`).
+    pub fn begin_request(&self) {
+        let epoch = self.epoch();
+        IN_REQUEST.with(|r| r.set(Some(epoch)));
+    }
+
+    pub fn end_request(&self) {
+        IN_REQUEST.with(|r| r.set(None));
+    }
+
     /// A yield point of the actor running now (none outside an actor: the end of a run).
     pub fn pause(&self) {
         let Some(id) = ME.with(Cell::get) else {
@@ -134,12 +156,21 @@ impl Sched {
         {
             let mut s = self.lock();
             s.steps += 1;
-            let one_in = s.crash_one_in;
-            let crash = s.kinds[id] == Kind::Request && one_in > 0 && s.rng.u32(0..one_in) == 0;
-            if crash {
-                s.crashes += 1;
-                drop(s);
-                std::panic::panic_any(Crash);
+            if let Some(began) = IN_REQUEST.with(Cell::get)
+                && s.kinds[id] == Kind::Request
+            {
+                let one_in = s.crash_one_in;
+                // The relay died since this request began, or dies now.
+                let died = began < s.epoch;
+                if !died && one_in > 0 && s.rng.u32(0..one_in) == 0 {
+                    s.epoch += 1;
+                    s.crashes += 1;
+                }
+                if died || began < s.epoch {
+                    drop(s);
+                    IN_REQUEST.with(|r| r.set(None));
+                    std::panic::panic_any(Crash);
+                }
             }
             pick(&mut s);
         }
