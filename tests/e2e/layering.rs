@@ -1,4 +1,4 @@
-//! The layering the README's table states, checked against the dependency graph cargo
+//! The layering docs/layout.md's table states, checked against the dependency graph cargo
 //! resolves for each package (`cargo tree -e normal`: what its binary links): a tool links
 //! only what it uses. The table is what a reviewer reads; this is what keeps it true.
 

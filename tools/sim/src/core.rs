@@ -215,6 +215,3 @@ impl Core for SimCore {
         }
     }
 }
-
-/// A shared handle, for the actors.
-pub type SharedCore = Arc<SimCore>;

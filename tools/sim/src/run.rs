@@ -96,6 +96,66 @@ impl SimEvents {
     }
 }
 
+/// What the actors share.
+#[derive(Clone)]
+struct World {
+    sched: Arc<Sched>,
+    store: Arc<dyn Store>,
+    core: Arc<SimCore>,
+    events: Arc<SimEvents>,
+    answered: Arc<Mutex<Vec<Answered>>>,
+    channels_done: Arc<AtomicUsize>,
+    channels: usize,
+}
+
+impl World {
+    /// Whether every channel has ended.
+    fn all_sent(&self) -> bool {
+        self.channels_done.load(Ordering::SeqCst) == self.channels
+    }
+
+    /// An actor that does `step` at random moments while the channels send.
+    fn alongside(&self, step: impl Fn(&World) + Send + 'static) -> std::thread::JoinHandle<()> {
+        let w = self.clone();
+        self.sched.spawn(Kind::Other, move || {
+            while !w.all_sent() {
+                w.sched.pause();
+                step(&w);
+            }
+        })
+    }
+
+    /// A channel: each of `guids` sent, then resent after a timeout on its side.
+    fn channel(&self, guids: Vec<String>) {
+        // Counted however the channel ends, so that the other actors stop with it.
+        let _done = Done(Arc::clone(&self.channels_done));
+        let s = &self.sched;
+        for guid in guids {
+            let msg = request(&guid);
+            for _ in 0..=s.below(3) {
+                let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    s.begin_request();
+                    let (store, core) = (self.store.as_ref(), self.core.as_ref());
+                    let h = transfer::handle(store, core, self.events.as_ref(), None, &msg);
+                    s.end_request();
+                    h
+                }));
+                match sent {
+                    Ok(h) => self.answered.lock().unwrap().push(Answered {
+                        detail: h.detail.map(str::to_string),
+                        guid: guid.clone(),
+                        reply: h.reply,
+                    }),
+                    Err(p) if p.is::<Crash>() => {} // no answer: the channel resends
+                    Err(p) => std::panic::resume_unwind(p),
+                }
+                // Between two requests the relay may die too: nothing is lost.
+                let _ = std::panic::catch_unwind(|| s.pause());
+            }
+        }
+    }
+}
+
 /// Counts a channel as done when it ends.
 struct Done(Arc<AtomicUsize>);
 
@@ -137,8 +197,15 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
         sched: Arc::clone(&sched),
         late: Mutex::default(),
     });
-    let answered: Arc<Mutex<Vec<Answered>>> = Arc::default();
-    let channels_done = Arc::new(AtomicUsize::new(0));
+    let w = World {
+        sched: Arc::clone(&sched),
+        store,
+        core,
+        events,
+        answered: Arc::default(),
+        channels_done: Arc::default(),
+        channels: plan.channels,
+    };
     let guids: Vec<String> = (0..plan.guids)
         .map(|i| format!("S{:x}-{i}", plan.seed))
         .collect();
@@ -149,96 +216,34 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
         let mine: Vec<String> = (0..3)
             .map(|_| guids[sched.below(plan.guids as u64) as usize].clone())
             .collect();
-        let (s, st, c, ev, ans, done) = (
-            Arc::clone(&sched),
-            Arc::clone(&store),
-            Arc::clone(&core),
-            Arc::clone(&events),
-            Arc::clone(&answered),
-            Arc::clone(&channels_done),
-        );
-        actors.push(sched.spawn(Kind::Request, move || {
-            // Counted however the channel ends, so that the other actors stop with it.
-            let _done = Done(done);
-            for guid in mine {
-                let msg = request(&guid);
-                // The first send, then resends (after a timeout on the channel's side).
-                for _ in 0..=s.below(3) {
-                    let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        s.begin_request();
-                        let h = transfer::handle(st.as_ref(), c.as_ref(), ev.as_ref(), None, &msg);
-                        s.end_request();
-                        h
-                    }));
-                    match sent {
-                        Ok(h) => ans.lock().unwrap().push(Answered {
-                            detail: h.detail.map(str::to_string),
-                            guid: guid.clone(),
-                            reply: h.reply,
-                        }),
-                        Err(p) if p.is::<Crash>() => {} // no answer: the channel resends
-                        Err(p) => std::panic::resume_unwind(p),
-                    }
-                    // Between two requests the relay may die too: nothing is lost.
-                    let _ = std::panic::catch_unwind(|| s.pause());
-                }
-            }
-        }));
+        let w = w.clone();
+        actors.push(sched.spawn(Kind::Request, move || w.channel(mine)));
     }
-    let all_sent = {
-        let done = Arc::clone(&channels_done);
-        let n = plan.channels;
-        move || done.load(Ordering::SeqCst) == n
-    };
     // resolve, as its timer runs it (the core's inquiry stands for `--min-age`: see
-    // `SimCore::timing`).
-    let (s, st, c, sent) = (
-        Arc::clone(&sched),
-        Arc::clone(&store),
-        Arc::clone(&core),
-        all_sent.clone(),
-    );
-    actors.push(sched.spawn(Kind::Other, move || {
-        while !sent() {
-            s.pause();
-            let settings = ResolveSettings::new(0).parallel(1);
-            let _ = batch::resolve(st.as_ref(), c.as_ref(), &settings);
-        }
+    // `SimCore::timing`); reprocess likewise; the core's requests on their way landing and its
+    // late answers coming.
+    actors.push(w.alongside(|w| {
+        let settings = ResolveSettings::new(0).parallel(1);
+        let _ = batch::resolve(w.store.as_ref(), w.core.as_ref(), &settings);
     }));
-    // reprocess, likewise.
-    let (s, st, c, sent) = (
-        Arc::clone(&sched),
-        Arc::clone(&store),
-        Arc::clone(&core),
-        all_sent.clone(),
-    );
-    actors.push(sched.spawn(Kind::Other, move || {
-        while !sent() {
-            s.pause();
-            let _ = batch::reprocess(st.as_ref(), c.as_ref(), 20, None, 1);
-        }
+    actors.push(w.alongside(|w| {
+        let _ = batch::reprocess(w.store.as_ref(), w.core.as_ref(), 20, None, 1);
     }));
-    // The core: requests on their way land; late answers come.
-    let (s, st, c, ev, sent) = (
-        Arc::clone(&sched),
-        Arc::clone(&store),
-        Arc::clone(&core),
-        Arc::clone(&events),
-        all_sent,
-    );
-    actors.push(sched.spawn(Kind::Other, move || {
-        while !sent() {
-            s.pause();
-            match s.below(3) {
-                0 => c.deliver(s.below(16) as usize),
-                1 => ev.settle(st.as_ref(), Some(s.below(16))),
-                _ => {}
-            }
-        }
+    actors.push(w.alongside(|w| match w.sched.below(3) {
+        0 => w.core.deliver(w.sched.below(16) as usize),
+        1 => w.events.settle(w.store.as_ref(), Some(w.sched.below(16))),
+        _ => {}
     }));
     let failed = sched.run(actors);
 
     // The end: nothing more on its way, then resolve and reprocess until all is settled.
+    let World {
+        store,
+        core,
+        events,
+        answered,
+        ..
+    } = w;
     core.settle_mode();
     while core.in_flight() > 0 {
         core.deliver(0);

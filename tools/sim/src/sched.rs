@@ -204,8 +204,3 @@ fn pick(s: &mut State) {
         s.live.iter().nth(k).copied()
     };
 }
-
-/// Whether the calling thread is an actor (the end of a run is not).
-pub fn in_actor() -> bool {
-    ME.with(Cell::get).is_some()
-}
