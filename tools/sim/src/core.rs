@@ -1,9 +1,10 @@
 //! The scripted core: a journal of what it booked (per GUID, each booking), and for each POST
 //! an outcome drawn from the run's generator — booked, rejected, refused (never sent), booked
 //! or rejected with the answer too late (the relay hears a read timeout; the answer may come
-//! later as a late reply), a request still on its way when the relay gave up (it lands, or
-//! not, at a later step: `deliver`), an HTTP 500, a reset after booking. Inquiries answer
-//! from the journal, truthfully. Not idempotent: a POST that lands books, every time.
+//! later as a late reply), a request still on its way when the relay gave up (it lands at a
+//! later step, `deliver`, and at the latest [`REACH_MS`] after it was sent, by the run's
+//! clock), an HTTP 500, a reset after booking. Inquiries answer from the journal, truthfully,
+//! whatever may still be on its way. Not idempotent: a POST that lands books, every time.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +18,11 @@ use crate::sched::Sched;
 
 pub type Body = [u8; BOOKING_BODY_LEN];
 
+/// The longest a request the relay gave up on stays on its way, in milliseconds of the run's
+/// clock: then it has landed. The protocol's timing assumption is resolve's `--min-age`
+/// (less the second the ledger's timestamps round away) being at least this long.
+pub const REACH_MS: i64 = 3_000;
+
 /// A POST the relay gave up on that has not reached the core yet.
 #[derive(Debug, Clone)]
 pub struct Delivery {
@@ -24,6 +30,8 @@ pub struct Delivery {
     pub amount: u64,
     /// Whether it books when it lands (else the core rejects it).
     pub books: bool,
+    /// When it has landed at the latest (the run's clock, ms).
+    pub by_ms: i64,
 }
 
 #[derive(Default)]
@@ -38,10 +46,6 @@ pub struct SimCore {
     journal: Mutex<Journal>,
     /// The end of a run: every POST is answered at once, booked or rejected.
     settling: AtomicBool,
-    /// The protocol's timing assumption: by the time anyone asks about a GUID (resolve
-    /// after `--min-age`, with `--stale-sent` after its floor), a request of a call given up
-    /// on has landed or never will. `false`: it may still land after the answer.
-    timing: bool,
 }
 
 /// The late answer of a call given up at its read timeout.
@@ -61,12 +65,11 @@ impl PendingAnswer for Pending {
 }
 
 impl SimCore {
-    pub fn new(sched: Arc<Sched>, timing: bool) -> SimCore {
+    pub fn new(sched: Arc<Sched>) -> SimCore {
         SimCore {
             sched,
             journal: Mutex::default(),
             settling: AtomicBool::new(false),
-            timing,
         }
     }
 
@@ -109,6 +112,10 @@ impl SimCore {
             let n = j.in_flight.len();
             j.in_flight.remove(k % n)
         };
+        self.land(d);
+    }
+
+    fn land(&self, d: Delivery) {
         if std::env::var_os("SIM_TRACE").is_some() {
             eprintln!("core: delivered {} books={}", d.guid, d.books);
         }
@@ -117,9 +124,23 @@ impl SimCore {
         }
     }
 
+    /// Lands every request whose time on its way is up: before the core acts or answers,
+    /// which is the same as at that moment (nothing saw the core in between).
+    fn land_overdue(&self) {
+        let now = self.sched.clock().now_ms();
+        let due: Vec<Delivery> = {
+            let mut j = self.journal();
+            let (due, rest) = j.in_flight.drain(..).partition(|d| d.by_ms <= now);
+            j.in_flight = rest;
+            due
+        };
+        due.into_iter().for_each(|d| self.land(d));
+    }
+
     /// One POST: its outcome, and the answer that may still come.
     fn post(&self, t: &Transfer) -> (Outcome, Option<Outcome>) {
         self.sched.pause();
+        self.land_overdue();
         let roll = if self.settling.load(Ordering::SeqCst) {
             self.sched.below(10) * 5 // booked or rejected only
         } else {
@@ -146,6 +167,7 @@ impl SimCore {
                     guid: t.guid.clone(),
                     amount: t.amount,
                     books,
+                    by_ms: self.sched.clock().now_ms() + REACH_MS,
                 });
                 (timeout(), None)
             }
@@ -196,18 +218,7 @@ impl Core for SimCore {
 
     fn inquire_detail(&self, t: &Transfer) -> InquiryDetail {
         self.sched.pause();
-        if self.timing {
-            // Whatever of this GUID was on its way has landed by now, or never will.
-            let mine: Vec<Delivery> = {
-                let mut j = self.journal();
-                let (mine, rest) = j.in_flight.drain(..).partition(|d| d.guid == t.guid);
-                j.in_flight = rest;
-                mine
-            };
-            for d in mine.into_iter().filter(|d| d.books) {
-                self.book(&d.guid, d.amount);
-            }
-        }
+        self.land_overdue();
         let j = self.journal();
         match j.booked.get(&t.guid).and_then(|b| b.first()) {
             None => InquiryDetail::NotFound,

@@ -15,7 +15,8 @@ use ledger::store::Store;
 use wire::Transfer;
 
 use crate::check::{self, Answered, Verdict};
-use crate::core::SimCore;
+use crate::clock::Clock;
+use crate::core::{REACH_MS, SimCore};
 use crate::hold::SimHold;
 use crate::sched::{Crash, Kind, Sched};
 
@@ -25,8 +26,9 @@ pub struct Plan {
     pub seed: u64,
     pub channels: usize,
     pub guids: usize,
-    /// Resolve waits until no request of a given-up call can still reach the core (what its
-    /// `--min-age` and `--stale-sent` stand for); `false` drops that assumption.
+    /// Resolve's `--min-age` is long enough that no request of a call given up on can still
+    /// reach the core ([`MIN_AGE_SECS`], the core's [`REACH_MS`] and a second more); `false`
+    /// drops that assumption (`--min-age 0`).
     pub timing: bool,
     /// One chance in this of a request crashing at each of its yield points.
     pub crash_one_in: u32,
@@ -43,6 +45,13 @@ impl Plan {
         }
     }
 }
+
+/// Resolve's `--min-age` in the runs: the longest a request stays on its way, and the second
+/// the ledger's timestamps round away.
+pub const MIN_AGE_SECS: u64 = (REACH_MS as u64).div_ceil(1000) + 1;
+
+/// `--stale-sent` at the end of a run (nothing is being sent then).
+const STALE_SENT_SECS: u64 = 60;
 
 /// A late call the relay would wait on: its answer to come, its attempt and request.
 type LateCall = (Box<dyn PendingAnswer>, i64, Vec<u8>);
@@ -185,14 +194,19 @@ pub struct Outcome {
     pub answers: usize,
 }
 
+const HOUR_MS: i64 = 3_600_000;
+
 /// Runs `plan` on a new ledger in a directory of its own under `dir`.
 pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
     let sched = Sched::new(plan.seed, plan.crash_one_in);
+    // This thread's SQL too reads the run's clock (opening the ledger, the end of the run).
+    sched.clock().enter();
+    let min_age = if plan.timing { MIN_AGE_SECS } else { 0 };
     // A ledger of its own, new, removed with the run.
     let own = tempfile::tempdir_in(dir).expect("a run's directory");
     let ledger = ledger::sqlite::Ledger::open(&own.path().join("sim.db")).expect("a ledger");
     let store: Arc<dyn Store> = Arc::new(SimHold::new(ledger, Arc::clone(&sched)));
-    let core = Arc::new(SimCore::new(Arc::clone(&sched), plan.timing));
+    let core = Arc::new(SimCore::new(Arc::clone(&sched)));
     let events = Arc::new(SimEvents {
         sched: Arc::clone(&sched),
         late: Mutex::default(),
@@ -219,11 +233,10 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
         let w = w.clone();
         actors.push(sched.spawn(Kind::Request, move || w.channel(mine)));
     }
-    // resolve, as its timer runs it (the core's inquiry stands for `--min-age`: see
-    // `SimCore::timing`); reprocess likewise; the core's requests on their way landing and its
-    // late answers coming.
-    actors.push(w.alongside(|w| {
-        let settings = ResolveSettings::new(0).parallel(1);
+    // resolve, as its timer runs it, with the plan's `--min-age`; reprocess likewise; the
+    // core's requests on their way landing and its late answers coming.
+    actors.push(w.alongside(move |w| {
+        let settings = ResolveSettings::new(min_age).parallel(1);
         let _ = batch::resolve(w.store.as_ref(), w.core.as_ref(), &settings);
     }));
     actors.push(w.alongside(|w| {
@@ -244,18 +257,25 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
         answered,
         ..
     } = w;
+    // An hour on, every request on its way has landed; each round after that an hour more
+    // (past any inquiry's back-off).
     core.settle_mode();
+    let clock = sched.clock();
+    clock.advance(HOUR_MS);
     while core.in_flight() > 0 {
         core.deliver(0);
     }
     events.settle(store.as_ref(), None);
     for _ in 0..20 {
-        let settings = ResolveSettings::new(0).stale_sent(Some(0)).parallel(1);
+        let settings = ResolveSettings::new(min_age)
+            .stale_sent(Some(STALE_SENT_SECS))
+            .parallel(1);
         let _ = batch::resolve(store.as_ref(), core.as_ref(), &settings);
         let _ = batch::reprocess(store.as_ref(), core.as_ref(), 100, None, 1);
         if check::all_settled(store.as_ref()) {
             break;
         }
+        clock.advance(HOUR_MS);
     }
     let answers = answered.lock().unwrap().clone();
     if std::env::var_os("SIM_TRACE").is_some() {
@@ -275,6 +295,7 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
             .insert(0, format!("an actor panicked: {why}"));
     }
     let (crashes, steps) = sched.counts();
+    Clock::leave();
     Outcome {
         verdict,
         crashes,

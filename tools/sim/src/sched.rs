@@ -13,6 +13,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use crate::clock::Clock;
+
+/// The most the run's clock moves on at one yield point, in milliseconds (drawn from
+/// 0..=this each time).
+pub const STEP_MS: u64 = 200;
+
 /// The panic payload of a crash.
 pub struct Crash;
 
@@ -40,6 +46,7 @@ struct State {
 pub struct Sched {
     state: Mutex<State>,
     turn_changed: Condvar,
+    clock: Clock,
 }
 
 thread_local! {
@@ -62,7 +69,13 @@ impl Sched {
                 steps: 0,
             }),
             turn_changed: Condvar::new(),
+            clock: Clock::default(),
         })
+    }
+
+    /// The run's clock (the ledger's SQL reads it on every thread of the run).
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -92,6 +105,7 @@ impl Sched {
             .stack_size(512 * 1024)
             .spawn(move || {
                 ME.with(|me| me.set(Some(id)));
+                sched.clock.enter();
                 sched.wait_turn(id);
                 let ran = catch_unwind(AssertUnwindSafe(f));
                 if let Err(payload) = ran
@@ -156,6 +170,8 @@ impl Sched {
         {
             let mut s = self.lock();
             s.steps += 1;
+            let ms = s.rng.u64(0..=STEP_MS);
+            self.clock.advance(ms as i64);
             if let Some(began) = IN_REQUEST.with(Cell::get)
                 && s.kinds[id] == Kind::Request
             {

@@ -36,8 +36,8 @@ fn thousands_of_seeds_book_nothing_twice_and_lose_nothing() {
     assert!(answers > SEEDS * 10, "{answers} answers");
 }
 
-/// The negative control: resolve believing a 404 while a request of the call it gave up on
-/// may still reach the core books a GUID twice, and the run says so.
+/// The negative control: resolve with `--min-age 0` believes a 404 while a request of the
+/// call it gave up on may still reach the core, books a GUID twice, and the run says so.
 #[test]
 fn without_the_timing_assumption_a_guid_is_booked_twice() {
     sim::quiet_crashes();
