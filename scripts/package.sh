@@ -5,6 +5,7 @@
 # path on the last line of stdout.
 #
 #   scripts/package.sh            # release build, then target/debian/txrelay_*.deb
+#   scripts/package.sh --fast     # the same files, compressed faster (a larger .deb; CI's)
 #
 # Steps: `cargo build --release` of the packaged tools; their man pages and completions
 # written by the tools themselves (TXRELAY_GENERATE=DIR, crates/cli/src/generate.rs) into
@@ -19,10 +20,19 @@ cd "$root"
 tools=(relay resolve reprocess purge inspect migrate backup restore reconcile)
 target=${CARGO_TARGET_DIR:-$root/target}
 
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
-    exit 0
-fi
+deb_flags=()
+case ${1:-} in
+    -h | --help)
+        sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    --fast) deb_flags+=(--fast) ;;
+    "") ;;
+    *)
+        echo "package.sh: unknown argument '$1' (usage: scripts/package.sh [--fast])" >&2
+        exit 2
+        ;;
+esac
 
 if ! cargo deb --version >/dev/null 2>&1; then
     echo "== cargo install cargo-deb --locked" >&2
@@ -53,8 +63,8 @@ for t in "${tools[@]}"; do
 done
 rm -rf "$docs/gen"
 
-echo "== cargo deb -p relay --no-build" >&2
-out=$(cargo deb -p relay --no-build)
+echo "== cargo deb -p relay --no-build ${deb_flags[*]}" >&2
+out=$(cargo deb -p relay --no-build "${deb_flags[@]}")
 deb=$(printf '%s\n' "$out" | tail -n 1)
 [[ -f $deb ]] || { echo "package.sh: cargo deb printed no package path: $out" >&2; exit 1; }
 printf '%s\n' "$deb"

@@ -216,8 +216,9 @@ fi
 # Every environment twin of the relay's flags is in relay.env (commented, with its default);
 # the package's own relay.env, which an installation found here may have edited.
 missing=()
+packaged_env=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./etc/txrelay/relay.env)
 while read -r var; do
-    dpkg-deb --fsys-tarfile "$deb" | tar -xO ./etc/txrelay/relay.env | grep -q "^#$var=" || missing+=("$var")
+    grep -q "^#$var=" <<<"$packaged_env" || missing+=("$var")
 done < <(/opt/txrelay/bin/relay --help | sed -n 's/.*\[env: \(RELAY_[A-Z_]*\).*/\1/p' | sort -u)
 ((${#missing[@]} == 0)) || fail "relay.env does not name ${missing[*]}"
 echo "ok: $(wc -l <<<"$listed") paths; user txrelay (uid $uid); env files conffiles"

@@ -8,7 +8,8 @@
 //! Without PostgreSQL installed (outside CI) every test returns at once, after one line
 //! that says so, and the process ends with one line saying how many did not run; with
 //! `REQUIRE_POSTGRES` set (CI) that is an error instead. The tests of `tests/e2e` that only
-//! mean something on SQLite are ignored here (`sqlite_only!`).
+//! mean something on SQLite are ignored here (`sqlite_only!`); of the relay's, only those that
+//! reach the ledger are here at all (`relay.rs` says which and why).
 //!
 //! `cargo test --test e2e_pg` runs them all; `cargo test --test e2e_pg relay::` one module.
 
@@ -24,7 +25,10 @@ macro_rules! sqlite_only {
     };
 }
 
+// The shared helpers serve both binaries; some only the tests that stay on SQLite (TLS,
+// framing, the HTTP door's head): unused here.
 #[path = "../e2e/util/mod.rs"]
+#[allow(dead_code)]
 mod util;
 
 /// The ledger backend of every test in this binary.
@@ -40,8 +44,6 @@ mod lifecycle;
 mod purge;
 #[path = "../e2e/reconcile.rs"]
 mod reconcile;
-#[path = "../e2e/relay/mod.rs"]
-mod relay;
 #[path = "../e2e/reprocess/mod.rs"]
 mod reprocess;
 #[path = "../e2e/resolve/mod.rs"]
@@ -52,5 +54,6 @@ mod history_triggers;
 mod inspect_million;
 mod migrate;
 mod passwords;
+mod relay;
 mod shared_ledger;
 mod start_up;

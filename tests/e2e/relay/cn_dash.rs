@@ -16,7 +16,7 @@ use testkit::pki::{Pair, Pki};
 use testkit::tls_client::{ClientTls, connect};
 
 use super::metrics::{relay_with_admin, scrape};
-use super::tls::path;
+use super::tls_scene::path;
 use crate::util::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);

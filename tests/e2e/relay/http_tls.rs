@@ -10,7 +10,7 @@ use testkit::pki::{Pair, Pki};
 use testkit::tls_client::ClientTls;
 
 use super::metrics::relay_with_admin;
-use super::tls::path;
+use super::tls_scene::path;
 use crate::util::*;
 
 fn client(pki: &Pki, identity: Option<&Pair>) -> ClientTls {

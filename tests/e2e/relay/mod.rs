@@ -33,4 +33,5 @@ pub(crate) mod tls;
 mod tls_channel;
 mod tls_ownership;
 mod tls_revoke;
+pub(crate) mod tls_scene;
 mod tls_timeouts;

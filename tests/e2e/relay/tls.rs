@@ -9,11 +9,8 @@ use core_client::tls::TlsFiles;
 use testkit::pki::{Pair, Pki};
 use wire::{E_NOT_SENT, E_UNKNOWN};
 
+use super::tls_scene::path;
 use crate::util::*;
-
-pub(crate) fn path(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
 
 /// The test's own view of the core (`/_stats`, inquiries): trusting `pki`, showing `client`.
 fn trusting(pki: &Pki, client: Option<&Pair>) -> TlsFiles {

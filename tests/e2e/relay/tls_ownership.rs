@@ -4,7 +4,7 @@
 
 use wire::E_GUID_REUSED;
 
-use super::tls_channel::TlsScene;
+use super::tls_scene::TlsScene;
 use crate::util::*;
 
 #[test]

@@ -17,7 +17,7 @@ use testkit::pki::{Pair, Pki};
 use testkit::tls_client::{ClientTls, connect};
 
 use super::metrics::{relay_with_admin, scrape};
-use super::tls::path;
+use super::tls_scene::path;
 use crate::util::*;
 
 /// A TLS channel to the relay at `addr` (whose certificate `server_ca` issued), showing

@@ -20,7 +20,7 @@ use testkit::pki::Pki;
 use testkit::tls_client::ClientTls;
 
 use super::metrics::relay_with_admin;
-use super::tls::path;
+use super::tls_scene::path;
 use crate::util::*;
 
 /// The frame timeout the tests run with.

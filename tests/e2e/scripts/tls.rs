@@ -3,7 +3,8 @@
 use testkit::pki::Pki;
 
 use super::wrappers::{run_script, start_relay_sh};
-use crate::relay::tls::{https_core, path};
+use crate::relay::tls::https_core;
+use crate::relay::tls_scene::path;
 use crate::util::*;
 
 /// The wrappers pass the TLS settings through (an empty one counts as unset), and relay.sh
