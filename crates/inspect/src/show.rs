@@ -3,9 +3,9 @@
 
 use cli::{EXIT_FATAL, EXIT_SETTLED, outln as println};
 use engine::batch::stored_transfer;
+use ledger::Db;
 use ledger::state::HistoryRow;
 use ledger::store::InquiryRecord;
-use ledger::{Db, State};
 use serde::Serialize;
 use serde_json::json;
 use wire::{self, Transfer};
@@ -91,18 +91,13 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
         let why = format!("no row and no history for GUID {guid:?}");
         return Ok(cli::refuse_run("inspect", &why, EXIT_FATAL));
     }
-    let in_doubt = row
+    let needs_operator = row
         .as_ref()
-        .is_some_and(|r| matches!(r.state, State::Unknown | State::Sent));
-    let needs_operator = in_doubt
-        && inquiry
-            .as_ref()
-            .is_some_and(|r| r.failures >= i64::from(o.max_inquiries));
-    let at_cap = row.as_ref().is_some_and(|r| {
-        r.state == State::Failed
-            && r.rsp_code.as_deref() == Some("E902")
-            && r.attempts.is_some_and(|a| a >= o.max_attempts)
-    });
+        .zip(inquiry.as_ref())
+        .is_some_and(|(r, i)| ledger::rules::needs_operator(r.state, i, o.max_inquiries));
+    let at_cap = row
+        .as_ref()
+        .is_some_and(|r| ledger::rules::at_attempt_cap(r, o.max_attempts));
     let request = row
         .as_ref()
         .filter(|r| r.request.is_some())

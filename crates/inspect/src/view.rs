@@ -87,13 +87,12 @@ pub fn listing(db: &Db, o: &Opts, guid: Option<&str>, paging: &Paging) -> anyhow
     let given_up = match guid {
         // One GUID's record, if resolve gave up on it (still in doubt, enough failures).
         Some(g) => {
-            let in_doubt = page
-                .rows
-                .first()
-                .is_some_and(|r| matches!(r.state, State::Unknown | State::Sent));
+            let state = page.rows.first().map(|r| r.state);
             let first: Vec<_> = ledger
                 .inquiry_record(g)?
-                .filter(|r| in_doubt && r.failures >= i64::from(o.max_inquiries))
+                .filter(|i| {
+                    state.is_some_and(|s| ledger::rules::needs_operator(s, i, o.max_inquiries))
+                })
                 .into_iter()
                 .collect();
             Counted {

@@ -1,5 +1,6 @@
 //! The ledger: one row per GUID, the states and the guarded changes between them (`state`),
-//! the one interface to the ledger (`store`) and its two implementations, SQLite (`sqlite`,
+//! the rules of which rows need whom (`rules`), the one interface to the ledger (`store`) and
+//! its two implementations, SQLite (`sqlite`,
 //! with the relay's group commit in `group_commit`) and PostgreSQL (`postgres`), chosen by
 //! `--db` (`db`); `migrate` copies an SQLite ledger into PostgreSQL; `observe` reports commits
 //! to whoever keeps metrics. Nothing here knows HTTP or sockets.
@@ -13,6 +14,7 @@ pub mod page;
 pub mod postgres;
 pub mod reconcile;
 pub mod recovery;
+pub mod rules;
 pub mod sqlite;
 pub mod state;
 pub mod store;

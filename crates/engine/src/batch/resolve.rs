@@ -320,7 +320,7 @@ fn forget_failures(ledger: &dyn Store, guid: &str) {
 /// One more failed inquiry about `guid`, and when the next is due.
 fn count_failure(ledger: &dyn Store, settings: &ResolveSettings, guid: &str, why: &str) {
     match ledger.record_inquiry_failure(guid, why, settings.min_age_secs) {
-        Ok(r) if r.failures >= i64::from(settings.max_inquiries) => {
+        Ok(r) if ledger::rules::inquiries_exhausted(r.failures, settings.max_inquiries) => {
             warn!(guid:% = guid; "{} inquiries failed (--max-inquiries {}): no more inquiries; left to \
                  an operator",
                 r.failures, settings.max_inquiries

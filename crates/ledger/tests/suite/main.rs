@@ -10,6 +10,7 @@ mod parallel;
 mod pg_session;
 mod races;
 mod recovery;
+mod rules;
 mod transitions;
 
 /// Instantiates each test once per backend: `sqlite::NAME`, `postgres::NAME` and
@@ -73,4 +74,5 @@ for_each_backend!(
     parallel::parallel_reprocess_claims_nothing_while_the_core_is_unreachable,
     recovery::the_recovery_mark_is_begun_kept_at_its_earliest_and_ended,
     recovery::a_reported_booking_is_written_only_where_the_guid_has_no_row,
+    rules::the_sql_selects_what_the_rules_say,
 );
