@@ -1,9 +1,17 @@
-//! `reconcile` (CONTRACT §10): a day built through the real relay and the core simulator's
-//! `--journal`, each break class alone and all together, `--json`, `--metrics-file`, and the
-//! read-only guarantee; in `reconcile/`: the window's edges, bad journals and exit codes
-//! (`edges`), a double booking across a day boundary and several days' journals read as one
-//! (`days`), and the daily wrapper `scripts/reconcile.sh` with its look-back (`wrapper`).
-//! Runs on both ledgers.
+//! `reconcile` (CONTRACT §10) end to end: what needs the binary, the real relay or a real
+//! ledger. Here: a clean day built through the real relay and the core simulator's
+//! `--journal` that changes nothing (read-only), and every break at once with exact counts,
+//! as text, `--json` and `--metrics-file`. In `reconcile/`: usage errors, bad journals and
+//! unreadable ledgers, and a ledger read across the pages of PostgreSQL's cursor (`edges`); a
+//! double booking across a day boundary and several days' journals read as one (`days`);
+//! the daily wrapper `scripts/reconcile.sh` with its look-back (`wrapper`).
+//!
+//! The rules (each class, the v1.3 double, the window, where a row is placed in time, the
+//! lines a GUID is classified from) are unit tests of `crates/reconcile/src/classify`, on
+//! rows and journals in memory. `e2e_pg` compiles this file too: there run only the tests
+//! that read the ledger, whose reading differs per backend (the clean day, every break at
+//! once, the unreadable ledger, every row once across pages); the others are
+//! `sqlite_only!`.
 
 // Paths relative to this file's folder: the same whether this file is a module of `e2e` or
 // of `e2e_pg` (which includes it by `#[path]`).
@@ -154,7 +162,6 @@ fn done_with_reply(db: &TempLedger, guid: &str, core_ref: &str, amount: u64, boo
 
 const T0: &str = "2026-12-02T09:00:00Z";
 const T1: &str = "2026-12-02T09:00:10Z";
-const T2: &str = "2026-12-02T09:00:20Z";
 
 #[test]
 fn a_clean_day_reports_no_break_and_changes_nothing() {
@@ -208,160 +215,6 @@ fn a_clean_day_reports_no_break_and_changes_nothing() {
         .collect();
     assert_eq!(history_after, history_before);
     assert_eq!(d.scene.core().stats(), stats_before);
-}
-
-#[test]
-fn a_transfer_booked_again_around_the_relay_is_a_double() {
-    skip_if_unavailable!();
-    let d = day();
-    d.scene.core().book(&d.m[0]);
-    let j = reconcile_json(&d.scene.db, &d.journal, &[], EXIT_FATAL);
-    assert_eq!(
-        counts(&j),
-        want(&[("double", 1), ("matched", 1), ("pending", 1)])
-    );
-    assert_eq!(breaks(&j), [("double".into(), "BOOK1".into())]);
-    let b = &j["breaks"][0];
-    assert_eq!(b["journal"].as_array().unwrap().len(), 2);
-    assert_eq!(b["ledger"]["state"], "DONE");
-    assert_eq!(b["ledger"]["reply"]["amount"], 1500);
-}
-
-#[test]
-fn a_booking_without_a_row_or_on_a_failed_row_is_a_ghost() {
-    skip_if_unavailable!();
-    let d = day();
-    d.scene.core().book(&msg("AROUND", 700, "")); // a channel that went around the relay
-    d.scene.core().book(&d.m[5]); // the FAILED row's transfer, booked after all
-    let j = reconcile_json(&d.scene.db, &d.journal, &[], EXIT_FATAL);
-    assert_eq!(
-        counts(&j),
-        want(&[("ghost", 2), ("matched", 2), ("pending", 1)])
-    );
-    assert_eq!(
-        breaks(&j),
-        [
-            ("ghost".into(), "AROUND".into()),
-            ("ghost".into(), "FAIL".into())
-        ]
-    );
-    assert_eq!(j["breaks"][0]["ledger"], Value::Null);
-    assert_eq!(j["breaks"][1]["ledger"]["state"], "FAILED");
-    assert_eq!(j["breaks"][1]["ledger"]["rsp_code"], "E902");
-}
-
-#[test]
-fn a_booking_on_a_sent_or_received_row_is_pending_and_on_a_done_row_without_code_a_ghost() {
-    skip_if_unavailable!();
-    let d = day();
-    let sent = msg("P-SENT", 10, "");
-    let received = msg("P-RECV", 20, "");
-    let no_code = msg("G-NULL", 30, "");
-    d.scene.put(RowSpec::sent(&sent));
-    d.scene.put(RowSpec::of(&received, State::Received));
-    d.scene.put(RowSpec::of(&no_code, State::Done).code(None));
-    for m in [&sent, &received, &no_code] {
-        d.scene.core().book(m);
-    }
-    let j = reconcile_json(&d.scene.db, &d.journal, &[], EXIT_FATAL);
-    assert_eq!(
-        counts(&j),
-        want(&[("ghost", 1), ("matched", 2), ("pending", 3)])
-    );
-    assert_eq!(breaks(&j), [("ghost".into(), "G-NULL".into())]);
-    assert_eq!(j["breaks"][0]["ledger"]["state"], "DONE");
-    assert_eq!(j["breaks"][0]["ledger"]["rsp_code"], Value::Null);
-}
-
-#[test]
-fn a_rejected_row_the_core_booked_is_a_ghost() {
-    skip_if_unavailable!();
-    let d = day();
-    d.scene.core().book(&msg("REJ", 100, "")); // DONE/B001 in the ledger, booked at the core
-    let j = reconcile_json(&d.scene.db, &d.journal, &[], EXIT_FATAL);
-    assert_eq!(
-        counts(&j),
-        want(&[("ghost", 1), ("matched", 2), ("pending", 1)])
-    );
-    assert_eq!(breaks(&j), [("ghost".into(), "REJ".into())]);
-}
-
-#[test]
-fn an_amount_or_a_time_the_core_booked_otherwise_is_a_mismatch_and_another_core_ref_a_double() {
-    skip_if_unavailable!();
-    let d = day();
-    let journal = edited(&d.journal, |mut v| {
-        if v["guid"] == "BOOK2" {
-            v["amount"] = json!(2501);
-        }
-        Some(v)
-    });
-    let j = reconcile_json(&d.scene.db, &journal, &[], EXIT_FATAL);
-    assert_eq!(
-        counts(&j),
-        want(&[("matched", 1), ("mismatch", 1), ("pending", 1)])
-    );
-    assert_eq!(breaks(&j), [("mismatch".into(), "BOOK2".into())]);
-    assert_eq!(j["breaks"][0]["journal"][0]["amount"], 2501);
-    assert_eq!(j["breaks"][0]["ledger"]["reply"]["amount"], 2500);
-    assert_eq!(
-        j["breaks"][0]["why"],
-        "the reply's amount 2500 is not the journal's 2501"
-    );
-    // booked_at is compared too; another core_ref is the core's word that it booked BOOK2
-    // under two core_refs (the one the reply names, the journal's): a double (§10, v1.3).
-    for (field, value, class) in [
-        ("booked_at", json!("2030-01-01T00:00:00Z"), "mismatch"),
-        ("core_ref", json!("C99"), "double"),
-    ] {
-        let journal = edited(&d.journal, |mut v| {
-            if v["guid"] == "BOOK2" {
-                v[field] = value.clone();
-            }
-            Some(v)
-        });
-        let j = reconcile_json(
-            &d.scene.db,
-            &journal,
-            &[
-                "--from",
-                "2000-01-01T00:00:00Z",
-                "--to",
-                "2040-01-01T00:00:00Z",
-            ],
-            EXIT_FATAL,
-        );
-        assert_eq!(breaks(&j), [(class.into(), "BOOK2".into())], "{field}");
-        let why = j["breaks"][0]["why"].as_str().unwrap_or_default();
-        assert!(
-            why.contains(&format!("{value}").replace('"', "")),
-            "{field}: {why}"
-        );
-    }
-}
-
-#[test]
-fn a_done_row_the_core_has_no_record_of_is_missing() {
-    skip_if_unavailable!();
-    let d = day();
-    let journal = edited(&d.journal, |v| (v["guid"] != "BOOK2").then_some(v));
-    let wide = [
-        "--from",
-        "2000-01-01T00:00:00Z",
-        "--to",
-        "2100-01-01T00:00:00+02:00",
-    ];
-    let j = reconcile_json(&d.scene.db, &journal, &wide, EXIT_FATAL);
-    assert_eq!(
-        counts(&j),
-        want(&[("matched", 1), ("missing", 1), ("pending", 1)])
-    );
-    assert_eq!(breaks(&j), [("missing".into(), "BOOK2".into())]);
-    assert_eq!(j["breaks"][0]["journal"], json!([]));
-    assert_eq!(
-        j["window"],
-        json!({"from": "2000-01-01T00:00:00Z", "to": "2099-12-31T22:00:00Z"})
-    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The daily wrapper `scripts/reconcile.sh`: one UTC day under a lock, a dated report, and
 //! the look-back over the days before it (`RECONCILE_JOURNAL` with `{DAY}`,
-//! `RECONCILE_LOOKBACK_DAYS`).
+//! `RECONCILE_LOOKBACK_DAYS`). On SQLite only: the script hands `LEDGER_DB` to `reconcile`
+//! as it is, whatever the backend.
 
 use super::*;
 
@@ -64,106 +65,107 @@ fn export(dir: &Path, day: &str, lines: &[&str]) -> PathBuf {
     path
 }
 
-#[test]
-fn the_wrapper_reads_the_exports_of_the_days_before_as_one_journal() {
-    skip_if_unavailable!();
-    let db = temp_ledger();
-    // X: booked straight at the core on the 2nd (C1, a channel around the relay), then
-    // through the relay on the 3rd (C2, the reply the ledger holds). The 3rd's export alone
-    // shows one booking that agrees with the reply: only the day before shows the double.
-    done_with_reply(&db, "X", "C2", 1500, "2026-12-03T08:00:00Z");
-    let dir = tempfile::tempdir().expect("tempdir").keep();
-    let days = [
-        export(&dir, "2026-12-01", &[]),
-        export(
-            &dir,
-            "2026-12-02",
-            &[&line("X", "C1", 1500, "2026-12-02T23:59:59Z")],
-        ),
-        export(
-            &dir,
-            "2026-12-03",
-            &[&line("X", "C2", 1500, "2026-12-03T08:00:00Z")],
-        ),
-    ];
-    let reports = dir.join("reports");
-    fs::create_dir(&reports).unwrap();
-    let pattern = dir.join("bookings-{DAY}.jsonl");
-    let (pattern, reports_dir) = (pattern.to_str().unwrap(), reports.to_str().unwrap());
-    let run = |args: &[&str], extra: &[(&str, &str)]| {
-        let env = [
-            ("LEDGER_DB", db.arg()),
-            ("LOCK_DIR", dir.to_str().unwrap()),
-            ("RECONCILE_REPORT_DIR", reports_dir),
-            ("RECONCILE_JOURNAL", pattern),
-            ("RECONCILE_DAY", "2026-12-03"),
+sqlite_only! {
+    "the ledger's backend changes nothing here: once is enough",
+    fn the_wrapper_reads_the_exports_of_the_days_before_as_one_journal() {
+        let db = temp_ledger();
+        // X: booked straight at the core on the 2nd (C1, a channel around the relay), then
+        // through the relay on the 3rd (C2, the reply the ledger holds). The 3rd's export alone
+        // shows one booking that agrees with the reply: only the day before shows the double.
+        done_with_reply(&db, "X", "C2", 1500, "2026-12-03T08:00:00Z");
+        let dir = tempfile::tempdir().expect("tempdir").keep();
+        let days = [
+            export(&dir, "2026-12-01", &[]),
+            export(
+                &dir,
+                "2026-12-02",
+                &[&line("X", "C1", 1500, "2026-12-02T23:59:59Z")],
+            ),
+            export(
+                &dir,
+                "2026-12-03",
+                &[&line("X", "C2", 1500, "2026-12-03T08:00:00Z")],
+            ),
         ];
-        reconcile_sh(args, &[&env[..], extra].concat())
-    };
+        let reports = dir.join("reports");
+        fs::create_dir(&reports).unwrap();
+        let pattern = dir.join("bookings-{DAY}.jsonl");
+        let (pattern, reports_dir) = (pattern.to_str().unwrap(), reports.to_str().unwrap());
+        let run = |args: &[&str], extra: &[(&str, &str)]| {
+            let env = [
+                ("LEDGER_DB", db.arg()),
+                ("LOCK_DIR", dir.to_str().unwrap()),
+                ("RECONCILE_REPORT_DIR", reports_dir),
+                ("RECONCILE_JOURNAL", pattern),
+                ("RECONCILE_DAY", "2026-12-03"),
+            ];
+            reconcile_sh(args, &[&env[..], extra].concat())
+        };
 
-    // The default look-back, 2 days: the 1st, 2nd and 3rd read as one journal.
-    let r = run(&["--json"], &[]);
-    r.expect_code(EXIT_FATAL);
-    let j = r.json();
-    assert_eq!(counts(&j), want(&[("double", 1)]));
-    assert_eq!(j["breaks"][0]["journal"].as_array().unwrap().len(), 2);
-    assert_eq!(
-        j["window"],
-        json!({"from": "2026-12-03T00:00:00Z", "to": "2026-12-04T00:00:00Z"})
-    );
-    let shown: Vec<String> = days.iter().map(|d| d.display().to_string()).collect();
-    assert!(
-        r.stderr()
-            .contains(&format!("journal {}, day 2026-12-03", shown.join(" "))),
-        "{}",
-        r.stderr()
-    );
-    let report = reports.join("reconcile-2026-12-03.txt");
-    assert_eq!(fs::read_to_string(&report).unwrap(), r.stdout());
-
-    // RECONCILE_LOOKBACK_DAYS=0: the 3rd's export alone, and the double goes unseen.
-    let r = run(&[], &[("RECONCILE_LOOKBACK_DAYS", "0")]);
-    r.expect_code(EXIT_SETTLED);
-    assert!(
-        r.stdout()
-            .contains(" 0 double, 0 ghost, 0 pending, 1 matched,"),
-        "{}",
-        r.stdout()
-    );
-    // A --journal argument wins: the pattern is not read.
-    let r = run(&["--journal", shown[2].as_str()], &[]);
-    r.expect_code(EXIT_SETTLED);
-
-    // A day of the look-back whose export is not there: no verdict, and the report of the
-    // last run that gave one is left as it was.
-    let kept = fs::read_to_string(&report).unwrap();
-    fs::remove_file(&days[0]).unwrap();
-    let r = run(&[], &[]);
-    r.expect_code(3);
-    assert_eq!(r.stdout(), "");
-    assert!(
-        r.stderr()
-            .contains(&format!("journal {}: cannot open", shown[0]))
-            && r.stderr().contains("RECONCILE_LOOKBACK_DAYS=2")
-            && r.stderr().contains(&format!("{} is not there", shown[0])),
-        "{}",
-        r.stderr()
-    );
-    assert_eq!(fs::read_to_string(&report).unwrap(), kept);
-    // One day back: the 2nd and the 3rd, the double seen again.
-    let r = run(&["--json"], &[("RECONCILE_LOOKBACK_DAYS", "1")]);
-    r.expect_code(EXIT_FATAL);
-    assert_eq!(counts(&r.json()), want(&[("double", 1)]));
-
-    // A look-back that is not a number of days: refused before anything runs.
-    for bad in ["-1", "two", "1.5"] {
-        let r = run(&[], &[("RECONCILE_LOOKBACK_DAYS", bad)]);
-        r.expect_code(EXIT_USAGE);
+        // The default look-back, 2 days: the 1st, 2nd and 3rd read as one journal.
+        let r = run(&["--json"], &[]);
+        r.expect_code(EXIT_FATAL);
+        let j = r.json();
+        assert_eq!(counts(&j), want(&[("double", 1)]));
+        assert_eq!(j["breaks"][0]["journal"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            j["window"],
+            json!({"from": "2026-12-03T00:00:00Z", "to": "2026-12-04T00:00:00Z"})
+        );
+        let shown: Vec<String> = days.iter().map(|d| d.display().to_string()).collect();
         assert!(
             r.stderr()
-                .contains("RECONCILE_LOOKBACK_DAYS must be an integer >= 0"),
+                .contains(&format!("journal {}, day 2026-12-03", shown.join(" "))),
             "{}",
             r.stderr()
         );
+        let report = reports.join("reconcile-2026-12-03.txt");
+        assert_eq!(fs::read_to_string(&report).unwrap(), r.stdout());
+
+        // RECONCILE_LOOKBACK_DAYS=0: the 3rd's export alone, and the double goes unseen.
+        let r = run(&[], &[("RECONCILE_LOOKBACK_DAYS", "0")]);
+        r.expect_code(EXIT_SETTLED);
+        assert!(
+            r.stdout()
+                .contains(" 0 double, 0 ghost, 0 pending, 1 matched,"),
+            "{}",
+            r.stdout()
+        );
+        // A --journal argument wins: the pattern is not read.
+        let r = run(&["--journal", shown[2].as_str()], &[]);
+        r.expect_code(EXIT_SETTLED);
+
+        // A day of the look-back whose export is not there: no verdict, and the report of the
+        // last run that gave one is left as it was.
+        let kept = fs::read_to_string(&report).unwrap();
+        fs::remove_file(&days[0]).unwrap();
+        let r = run(&[], &[]);
+        r.expect_code(3);
+        assert_eq!(r.stdout(), "");
+        assert!(
+            r.stderr()
+                .contains(&format!("journal {}: cannot open", shown[0]))
+                && r.stderr().contains("RECONCILE_LOOKBACK_DAYS=2")
+                && r.stderr().contains(&format!("{} is not there", shown[0])),
+            "{}",
+            r.stderr()
+        );
+        assert_eq!(fs::read_to_string(&report).unwrap(), kept);
+        // One day back: the 2nd and the 3rd, the double seen again.
+        let r = run(&["--json"], &[("RECONCILE_LOOKBACK_DAYS", "1")]);
+        r.expect_code(EXIT_FATAL);
+        assert_eq!(counts(&r.json()), want(&[("double", 1)]));
+
+        // A look-back that is not a number of days: refused before anything runs.
+        for bad in ["-1", "two", "1.5"] {
+            let r = run(&[], &[("RECONCILE_LOOKBACK_DAYS", bad)]);
+            r.expect_code(EXIT_USAGE);
+            assert!(
+                r.stderr()
+                    .contains("RECONCILE_LOOKBACK_DAYS must be an integer >= 0"),
+                "{}",
+                r.stderr()
+            );
+        }
     }
 }

@@ -1,5 +1,12 @@
-//! The classes of one GUID from its bookings and its row, above all the v1.3 rule: a stored
-//! reply naming another core_ref than the journal's one booking is `double`.
+//! The classes' unit tests, on journals and ledger rows built in memory (the helpers below;
+//! no file, no ledger, no process). Here: the classes of one GUID from its bookings and its
+//! row, above all the v1.3 rule: a stored reply naming another core_ref than the journal's
+//! one booking is `double`. In `classes`: each class on a day as the relay leaves it. In
+//! `window`: which GUIDs a window reports and from which bookings. What needs the binary or
+//! a real ledger is tested end to end (`tests/e2e/reconcile.rs`).
+
+mod classes;
+mod window;
 
 use super::*;
 use crate::time::parse_rfc3339;
@@ -37,6 +44,25 @@ fn done(guid: &str, core_ref: &str, amount: u64, booked_at: &str) -> ReconcileRo
     }
 }
 
+/// A row with no stored reply, its updated_at `2026-12-02 09:00:10`.
+fn row(guid: &str, state: State, rsp_code: Option<&str>) -> ReconcileRow {
+    ReconcileRow {
+        guid: guid.into(),
+        state,
+        rsp_code: rsp_code.map(Into::into),
+        response: None,
+        updated_at: "2026-12-02 09:00:10".into(),
+    }
+}
+
+/// The window `[from, to)`.
+fn window(from: &str, to: &str) -> Window {
+    Window {
+        from: at(from),
+        to: at(to),
+    }
+}
+
 /// Day 2's window.
 fn day2() -> Window {
     Window {
@@ -57,6 +83,34 @@ fn report(j: Journal, window: Window, rows: Vec<ReconcileRow>) -> Report {
 fn one(report: &Report) -> &Break {
     assert_eq!(report.breaks.len(), 1, "{report:?}");
     &report.breaks[0]
+}
+
+/// The six counts, those not named 0.
+fn counts(named: &[(Class, u64)]) -> Counts {
+    let mut c = Counts::default();
+    for &(class, n) in named {
+        (0..n).for_each(|_| c.bump(class));
+    }
+    c
+}
+
+/// `(class, guid)` of every break, in the report's order.
+fn breaks(report: &Report) -> Vec<(Class, &str)> {
+    report
+        .breaks
+        .iter()
+        .map(|b| (b.class, b.guid.as_str()))
+        .collect()
+}
+
+/// A control total.
+fn total(count: u64, amount: u64) -> Total {
+    Total { count, amount }
+}
+
+/// The ledger's side of a break (the break has a row).
+fn ledger(b: &Break) -> &ShownRow {
+    b.ledger.as_ref().expect("a row")
 }
 
 #[test]
