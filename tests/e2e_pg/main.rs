@@ -53,6 +53,7 @@ mod backup;
 mod history_triggers;
 mod inspect_million;
 mod migrate;
+mod multi_host;
 mod passwords;
 mod relay;
 mod shared_ledger;

@@ -6,6 +6,7 @@
 
 mod batch;
 mod claims;
+mod hosts;
 mod page;
 mod pool;
 mod reclaims;

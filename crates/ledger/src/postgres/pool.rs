@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use postgres::{Client, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::hosts::Hosts;
 use super::session::set_up;
 use super::sync_wait::{self, Watch};
 use super::url::PgUrl;
@@ -98,7 +99,8 @@ pub enum Plans {
 }
 
 pub struct Pool {
-    url: PgUrl,
+    /// The URL's hosts, each connected to on its own (`hosts`).
+    hosts: Hosts,
     tls: MakeRustlsConnect,
     settings: Settings,
     plans: Plans,
@@ -117,7 +119,7 @@ struct Slots {
 impl Pool {
     pub fn new(url: PgUrl, tls: MakeRustlsConnect, settings: Settings, plans: Plans) -> Pool {
         Pool {
-            url,
+            hosts: Hosts::of(&url.config),
             tls,
             settings,
             plans,
@@ -344,13 +346,64 @@ impl Pool {
         }
     }
 
-    /// Starts a connection's thread and waits (up to `deadline`) until it is connected and
-    /// its session is set up.
+    /// A connection, set up, within `deadline`: each host on a thread of its own, in the
+    /// order `Hosts::order` gives, the next one started when one fails or has not answered
+    /// within its share of the deadline (`Hosts::stagger`); the first set up wins, and the
+    /// others, if they ever connect, close at once.
     fn connect(&self, what: &'static str, deadline: Instant) -> Result<Worker> {
         let started = Instant::now();
+        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<()>)>();
+        let order = self.hosts.order();
+        let stagger = self.hosts.stagger(self.settings.op_deadline);
+        let mut attempts: HashMap<usize, Worker> = HashMap::new();
+        let mut failures: Vec<(usize, LedgerError)> = Vec::new();
+        let (mut tried, mut next_at) = (0, started);
+        loop {
+            let now = Instant::now();
+            if tried < order.len() && (now >= next_at || attempts.len() == failures.len()) {
+                let i = order[tried];
+                tried += 1;
+                attempts.insert(i, self.attempt(what, i, ready_tx.clone())?);
+                next_at = now + stagger;
+            }
+            let until = if tried < order.len() {
+                next_at.min(deadline)
+            } else {
+                deadline
+            };
+            match ready_rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok((i, Ok(()))) => {
+                    self.hosts.worked(i);
+                    return Ok(attempts.remove(&i).expect("an attempt of ours"));
+                }
+                Ok((i, Err(e))) => {
+                    failures.push((i, e));
+                    if failures.len() == order.len() {
+                        return Err(self.hosts.none_connected(failures));
+                    }
+                }
+                Err(_) if Instant::now() >= deadline => {
+                    return Err(LedgerError::Deadline {
+                        what: "connecting to the database",
+                        after: started.elapsed(),
+                    });
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Starts a thread that connects to host `i` and sets its session up, then says so on
+    /// `ready` (with `i`) and serves the jobs of the worker returned, if that is still
+    /// wanted; else it closes the connection.
+    fn attempt(
+        &self,
+        what: &'static str,
+        i: usize,
+        ready: mpsc::Sender<(usize, Result<()>)>,
+    ) -> Result<Worker> {
         let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(1);
-        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<()>>(1);
-        let mut config = self.url.config.clone();
+        let mut config = self.hosts.config(i).clone();
         config
             .connect_timeout(self.settings.op_deadline)
             .keepalives(true)
@@ -372,28 +425,23 @@ impl Pool {
                     .and_then(|client| set_up(client, &settings, plans, watch));
                 match conn {
                     Ok(conn) => {
-                        if ready_tx.send(Ok(())).is_ok() {
+                        if ready.send((i, Ok(()))).is_ok() {
                             serve(conn, &jobs_rx);
                         }
                     }
                     Err(e) => {
-                        let _ = ready_tx.send(Err(e));
+                        let _ = ready.send((i, Err(e)));
                     }
                 }
             });
-        if let Err(e) = spawned {
-            self.live.fetch_sub(1, Ordering::SeqCst);
-            return Err(LedgerError::Unavailable(format!(
-                "{what}: cannot start a database connection thread: {e}"
-            )));
-        }
-        match ready_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(Ok(())) => Ok(Worker { jobs: jobs_tx }),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(LedgerError::Deadline {
-                what: "connecting to the database",
-                after: started.elapsed(),
-            }),
+        match spawned {
+            Ok(_) => Ok(Worker { jobs: jobs_tx }),
+            Err(e) => {
+                self.live.fetch_sub(1, Ordering::SeqCst);
+                Err(LedgerError::Unavailable(format!(
+                    "{what}: cannot start a database connection thread: {e}"
+                )))
+            }
         }
     }
 }
