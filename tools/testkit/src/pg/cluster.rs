@@ -154,6 +154,11 @@ impl Cluster {
         self.pg_ctl_start(&self.socket_dir())
     }
 
+    /// Promotes a standby to primary (`pg_ctl promote -w`: returns once it takes writes).
+    pub fn promote(&self) -> anyhow::Result<()> {
+        self.pg_ctl(&["promote", "-w", "-t", "30"])
+    }
+
     /// Freezes every process of the server (SIGSTOP): connections stay open, the kernel
     /// still accepts and acknowledges, nothing answers — a hung host.
     pub fn freeze(&self) -> anyhow::Result<()> {

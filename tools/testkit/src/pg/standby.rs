@@ -29,6 +29,11 @@ impl Standby {
     pub fn thaw(&self) -> anyhow::Result<()> {
         self.cluster.thaw()
     }
+
+    /// Makes the standby the primary (a failover's last step).
+    pub fn promote(&self) -> anyhow::Result<()> {
+        self.cluster.promote()
+    }
 }
 
 impl Server {
