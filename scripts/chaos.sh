@@ -31,6 +31,10 @@ Flags (passed through):
   --backend B     sqlite (default: a file in the work dir) or postgres (a PostgreSQL
                   cluster of the run's own, restarted in immediate mode every 5-10 s)
   --relays N      relays sharing the ledger, each on its own port (default 1)
+  --db URL        a PostgreSQL ledger the run does not own (not with --backend): no database
+                  restarts by the run; a watch records when no host is writable, and a relay
+                  that cannot start meanwhile is started again as a supervisor would
+                  (scripts/chaos_failover.sh runs it through a failover)
   --tls           channels over mutual TLS: the run makes a CA, the relays' certificate
                   and two channel identities (channel-a: even channels, channel-b: odd);
                   relays get --tls-cert, --tls-key and --client-ca

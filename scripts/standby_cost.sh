@@ -26,52 +26,26 @@ while (($#)); do
     esac
 done
 
-pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
-[[ -n $pg_bin && -x $pg_bin/initdb ]] || pg_bin=$(dirname "$(command -v initdb 2>/dev/null || echo /nonexistent/initdb)")
+source "$root/scripts/pg_pair.sh"
 [[ -x $pg_bin/initdb ]] || { echo "standby_cost.sh: PostgreSQL's server binaries are not installed" >&2; exit 2; }
-as_pg() { if ((EUID == 0)); then runuser -u postgres -- "$@"; else "$@"; fi; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 echo "== building (cargo build --release -p relay -p coresim -p loadgen)"
 cargo build --release --quiet -p relay -p coresim -p loadgen
 bin=${CARGO_TARGET_DIR:-$root/target}/release
 
 work=$(mktemp -d /tmp/standby-cost.XXXXXX)
-((EUID == 0)) && chown postgres "$work"
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for d in "$work/standby" "$work/primary"; do
-        [[ -d $d ]] && as_pg "$pg_bin/pg_ctl" stop -m immediate -w -D "$d" >/dev/null 2>&1 || true
-    done
+    pg_pair_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
 
-primary_port=$(free_port)
-standby_port=$(free_port)
-pg_opts="-k $work -c listen_addresses=127.0.0.1 -c max_connections=300"
-as_pg "$pg_bin/initdb" -A trust -U postgres -E UTF8 -D "$work/primary" >/dev/null
-as_pg "$pg_bin/pg_ctl" start -w -D "$work/primary" -l "$work/primary.log" -o "-p $primary_port $pg_opts" >/dev/null
-as_pg "$pg_bin/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres -R -X stream -c fast -D "$work/standby"
-as_pg "$pg_bin/pg_ctl" start -w -D "$work/standby" -l "$work/standby.log" -o "-p $standby_port $pg_opts" >/dev/null
-admin="postgres://postgres@127.0.0.1:$primary_port/postgres"
-sql() { psql -qAtX "$admin" -c "$1"; }
+pg_pair_start "$work"
+admin=$pg_admin
+sql() { pg_sql "$1"; }
 echo "== PostgreSQL $("$pg_bin/postgres" -V | awk '{print $3}'): primary 127.0.0.1:$primary_port, standby 127.0.0.1:$standby_port"
-
-# standby_mode async|sync: the standby named synchronous or not, and seen so by the primary.
-standby_mode() {
-    local names="" want=async
-    [[ $1 == sync ]] && names='*' && want=sync
-    sql "ALTER SYSTEM SET synchronous_standby_names = '$names'" >/dev/null
-    sql "SELECT pg_reload_conf()" >/dev/null
-    for _ in $(seq 1 200); do
-        [[ $(sql "SELECT sync_state FROM pg_stat_replication") == "$want" ]] && return
-        sleep 0.05
-    done
-    echo "standby_cost.sh: the standby did not become $want" >&2
-    exit 1
-}
 
 # start NAME ARGS...: starts a server that prints `listening on ADDR`; sets $addr.
 start() {
@@ -98,7 +72,7 @@ results="$work/results.jsonl"
 for round in $(seq 1 "$rounds"); do
     for conns in 1 64; do
         for mode in async sync; do
-            standby_mode "$mode"
+            pg_sync "$mode"
             out=$("$bin/loadgen" --relay "$relay" --connections "$conns" --duration-secs "$secs" \
                 --warmup-secs 1 --guid-prefix "SC$round-$mode-c$conns-$RANDOM")
             echo "{\"round\": $round, \"mode\": \"$mode\", \"connections\": $conns, \"run\": $out}" >>"$results"

@@ -49,6 +49,13 @@ struct Args {
     /// immediate mode every 5–10 s.
     #[arg(long, value_enum, default_value_t = run::Backend::Sqlite)]
     backend: run::Backend,
+    /// A PostgreSQL ledger the run does not own, instead of a cluster of its own: a URL, a
+    /// multi-host one (`target_session_attrs=read-write`) for a database that fails over
+    /// while a script acts on it (`scripts/chaos_failover.sh`). The run restarts no
+    /// database; a relay that cannot start because no host is writable is started again
+    /// every half second, as a supervisor would, and is a finding only after a minute.
+    #[arg(long, conflicts_with = "backend")]
+    db: Option<String>,
     /// Relays sharing the ledger, each on its own port and SIGKILLed on its own schedule;
     /// the channels spread their sends across them.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=16))]
@@ -127,7 +134,12 @@ fn start(args: Args) -> anyhow::Result<bool> {
         secs: args.secs,
         seed,
         channels: usize::try_from(args.channels).unwrap_or(32),
-        backend: args.backend,
+        backend: if args.db.is_some() {
+            run::Backend::Postgres
+        } else {
+            args.backend
+        },
+        external_db: args.db,
         relays: usize::try_from(args.relays).unwrap_or(1),
         bin_dir,
         work_dir: args.work_dir,

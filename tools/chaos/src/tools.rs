@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 
 use crate::procs::{self, ToolRun};
 
+/// How long a run that exited 1 waits before it is judged: three looks of the writability
+/// watch (`run::writable`), so that a gap it began in is already recorded.
+const JUDGE_AFTER: Duration = Duration::from_millis(300);
+
 /// A tool run longer than this is stuck (each inquiry or POST is bounded by seconds).
 pub const TOOL_LIMIT: Duration = Duration::from_secs(120);
 
@@ -173,7 +177,13 @@ impl Tool {
                 return;
             }
         };
-        let db_down = bench.outages.overlaps(began, Instant::now());
+        let ended = Instant::now();
+        // A database the run does not own is watched from outside (`run::writable`): a run
+        // that could not use it is judged once the watch has had time to see the gap.
+        if run.code() == Some(1) {
+            thread::sleep(JUDGE_AFTER);
+        }
+        let db_down = bench.outages.overlaps(began, ended);
         if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&self.log) {
             let _ = writeln!(
                 f,

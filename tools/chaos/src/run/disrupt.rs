@@ -16,6 +16,11 @@ use crate::plan::{Disruption, Event};
 /// How often starting the database server again is tried before the run is void.
 const DB_START_TRIES: usize = 3;
 
+/// With a ledger the run does not own (`--db`): how often a relay that could not start is
+/// tried again, and for how long before that is a finding.
+const SUPERVISOR_PAUSE: Duration = Duration::from_millis(500);
+const SUPERVISOR_PATIENCE: Duration = Duration::from_secs(60);
+
 impl Run<'_> {
     pub(super) fn disrupt(&mut self) -> anyhow::Result<()> {
         let end = Duration::from_secs(self.cfg.secs);
@@ -33,6 +38,7 @@ impl Run<'_> {
                     self.crashes.push(what);
                     self.restart_relay(i, self.start.elapsed());
                 }
+                self.supervise(i);
             }
             while next < self.events.len() && self.events[next].at <= self.start.elapsed() {
                 let at = self.start.elapsed();
@@ -66,14 +72,46 @@ impl Run<'_> {
             }
             return;
         }
-        if let Err(e) = self.relays[i].start(at) {
-            let what = format!(
-                "{} could not be restarted at t={:.1}s: {e:#}",
-                self.relays[i].name,
-                at.as_secs_f64()
-            );
-            println!("chaos: FINDING: {what}");
-            self.crashes.push(what);
+        match self.relays[i].start(at) {
+            Ok(()) => self.unstarted[i] = None,
+            // On a ledger the run does not own, no host may be writable right now (a
+            // failover): tried again by `supervise`, as a supervisor would.
+            Err(_) if self.cfg.external_db.is_some() && self.unstarted[i].is_none() => {
+                self.unstarted[i] = Some((at, at));
+                self.deferred_starts += 1;
+            }
+            Err(_)
+                if self.unstarted[i].is_some_and(|(first, _)| at < first + SUPERVISOR_PATIENCE) =>
+            {
+                self.unstarted[i] = self.unstarted[i].map(|(first, _)| (first, at));
+            }
+            Err(e) => {
+                self.unstarted[i] = None;
+                let what = format!(
+                    "{} could not be restarted at t={:.1}s: {e:#}",
+                    self.relays[i].name,
+                    at.as_secs_f64()
+                );
+                println!("chaos: FINDING: {what}");
+                self.crashes.push(what);
+            }
+        }
+    }
+
+    /// Starts relay `i` again if an earlier start found no writable database (`--db`) and
+    /// the supervisor's pause has passed since its last try.
+    fn supervise(&mut self, i: usize) {
+        let now = self.start.elapsed();
+        // A start that waited for the database (`--db`: the watch saw no writable host).
+        if self.cfg.external_db.is_some() && self.pending[i] && !self.outages.is_down() {
+            self.pending[i] = false;
+            self.restart_relay(i, now);
+            return;
+        }
+        if let Some((_, last)) = self.unstarted[i]
+            && now >= last + SUPERVISOR_PAUSE
+        {
+            self.restart_relay(i, now);
         }
     }
 

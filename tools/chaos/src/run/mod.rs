@@ -18,12 +18,13 @@ mod quiesce;
 mod report;
 mod start;
 mod tls;
+mod writable;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use ledger::{Access, Db, Ledger, Row};
@@ -69,6 +70,8 @@ pub struct Config {
     pub seed: u64,
     pub channels: usize,
     pub backend: Backend,
+    /// A PostgreSQL ledger the run does not own (`--db`): no database restarts by the run.
+    pub external_db: Option<String>,
     /// Relays sharing the ledger, each on a port of its own.
     pub relays: usize,
     pub bin_dir: PathBuf,
@@ -88,7 +91,7 @@ impl Config {
     pub fn targets(&self) -> Targets {
         Targets {
             relays: self.relays,
-            db: self.backend == Backend::Postgres,
+            db: self.backend == Backend::Postgres && self.external_db.is_none(),
         }
     }
 
@@ -135,6 +138,9 @@ struct Run<'a> {
     outages: Outages,
     /// Relays whose (re)start waits for the database server to come back.
     pending: Vec<bool>,
+    /// With `--db`: relays whose start found no writable database, with when it was first
+    /// and last tried (`disrupt::supervise` tries again).
+    unstarted: Vec<Option<(Duration, Duration)>>,
     /// Relay starts that waited for the database server.
     deferred_starts: usize,
     /// Times the database server was started again after a stop.
@@ -301,8 +307,12 @@ fn tool_tag(name: &str, i: usize) -> String {
 enum LedgerDb {
     /// An SQLite file in the work directory.
     Sqlite(PathBuf),
-    /// A schema of its own on a PostgreSQL cluster the run started (stopped when dropped).
-    Postgres { server: pg::Server, url: String },
+    /// A schema of its own on a PostgreSQL cluster the run started (stopped when dropped),
+    /// or (`server` none) a ledger the run was given (`--db`).
+    Postgres {
+        server: Option<pg::Server>,
+        url: String,
+    },
 }
 
 impl LedgerDb {
@@ -317,7 +327,10 @@ impl LedgerDb {
         // so that the database is down a moment, as the schedule says, not for seconds.
         let _ = server.exec("ALTER SYSTEM SET recovery_init_sync_method = 'syncfs'");
         let url = server.fresh_db();
-        Ok(LedgerDb::Postgres { server, url })
+        Ok(LedgerDb::Postgres {
+            server: Some(server),
+            url,
+        })
     }
 
     /// What `--db` says.
@@ -331,7 +344,7 @@ impl LedgerDb {
     fn cluster(&self) -> Option<&pg::Cluster> {
         match self {
             LedgerDb::Sqlite(_) => None,
-            LedgerDb::Postgres { server, .. } => server.cluster(),
+            LedgerDb::Postgres { server, .. } => server.as_ref().and_then(pg::Server::cluster),
         }
     }
 

@@ -140,6 +140,13 @@ impl Run<'_> {
                         down.as_secs_f64(),
                         self.deferred_starts
                     )
+                } else if self.cfg.external_db.is_some() {
+                    format!(
+                        "0 (a database the run does not own; no writable host {outages} \
+                         time(s), {:.1} s in all; relay starts that waited for one: {})",
+                        down.as_secs_f64(),
+                        self.deferred_starts
+                    )
                 } else {
                     "0 (an SQLite ledger)".to_string()
                 },

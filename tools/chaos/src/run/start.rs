@@ -28,9 +28,13 @@ impl<'a> Run<'a> {
     pub(super) fn start(cfg: &'a Config, interrupted: &'a AtomicBool) -> anyhow::Result<Run<'a>> {
         let bins = Bins::find(&cfg.bin_dir)?;
         // Before anything else: without PostgreSQL there is no run to make.
-        let pg = match cfg.backend {
-            Backend::Sqlite => None,
-            Backend::Postgres => Some(LedgerDb::postgres()?),
+        let pg = match (&cfg.external_db, cfg.backend) {
+            (Some(url), _) => Some(LedgerDb::Postgres {
+                server: None,
+                url: url.clone(),
+            }),
+            (None, Backend::Sqlite) => None,
+            (None, Backend::Postgres) => Some(LedgerDb::postgres()?),
         };
         let work = Work::new(cfg.work_dir.as_deref())?;
         let ledger = pg.unwrap_or_else(|| LedgerDb::Sqlite(work.db.clone()));
@@ -130,6 +134,7 @@ impl<'a> Run<'a> {
                 tools: Vec::new(),
             },
             pending: vec![false; relays.len()],
+            unstarted: vec![None; relays.len()],
             relays,
             core,
             ledger,
@@ -142,6 +147,10 @@ impl<'a> Run<'a> {
             crashes: Vec::new(),
             work,
         };
+        if let Some(url) = &cfg.external_db {
+            let stop = Arc::clone(&run.threads.stop);
+            super::writable::watch(url, run.outages.clone(), run.start, stop)?;
+        }
         run.start_channels(relay_addrs, dialers, http_addrs)?;
         run.start_tool_loops()?;
         Ok(run)
@@ -276,9 +285,14 @@ fn announce(cfg: &Config, events: &[Event], dir: &Path, ledger: &LedgerDb) {
     if !cfg.classic() {
         let what = match ledger {
             LedgerDb::Sqlite(_) => "an SQLite file in the work dir".to_string(),
-            LedgerDb::Postgres { url, .. } => format!(
-                "{} (a PostgreSQL cluster of the run's own; {} loops each of resolve and reprocess)",
+            LedgerDb::Postgres { url, server } => format!(
+                "{} ({}; {} loops each of resolve and reprocess)",
                 ledger::postgres::url::mask(url),
+                if server.is_some() {
+                    "a PostgreSQL cluster of the run's own"
+                } else {
+                    "a PostgreSQL ledger the run does not own"
+                },
                 cfg.tool_loops()
             ),
         };
