@@ -3,8 +3,8 @@
 # synchronous standby (scripts/pg_pair.sh); the chaos run (relays SIGKILLed and restarted,
 # core outages, resolve and reprocess alongside, 32 channels) on a ledger named by a
 # multi-host URL, primary first, `target_session_attrs=read-write` (`chaos --db`). A third
-# of the way in, the primary's postmaster is SIGKILLed; two seconds later the standby is
-# promoted. The relays find it by themselves (E905 in the gap); the run's checks then read
+# of the way in, the standby is frozen for a second (commits wait for it), then every process
+# of the primary is SIGKILLed and the standby thawed; two seconds later it is promoted. The relays find it by themselves (E905 in the gap); the run's checks then read
 # the ledger on the new primary: no GUID booked twice, every 0000 a channel saw is what the
 # ledger holds, byte for byte, every row settled.
 #
@@ -55,10 +55,20 @@ echo "== primary 127.0.0.1:$primary_port, synchronous standby 127.0.0.1:$standby
 "$bin/chaos" --db "$url" --relays "$relays" --secs "$secs" --seed "$seed" &
 chaos_pid=$!
 
-sleep "$((secs / 3))"
-postmaster=$(head -n 1 "$work/primary/postmaster.pid")
-echo "== failover: SIGKILL to the primary's postmaster (pid $postmaster)"
-kill -KILL "$postmaster"
+sleep "$((secs / 3 - 1))"
+# pids_of DATA: the server's postmaster and its children.
+pids_of() {
+    local pm
+    pm=$(head -n 1 "$1/postmaster.pid")
+    echo "$pm $(pgrep -P "$pm" | tr '\n' ' ')"
+}
+standby_pids=$(pids_of "$work/standby")
+echo "== failover: the synchronous standby frozen for 1 s (commits wait: E905)"
+kill -STOP $standby_pids
+sleep 1
+echo "== failover: SIGKILL to every process of the primary (the host is gone)"
+kill -KILL $(pids_of "$work/primary")
+kill -CONT $standby_pids
 sleep 2
 echo "== failover: the standby promoted"
 as_pg "$pg_bin/pg_ctl" promote -w -t 30 -D "$work/standby" >/dev/null
