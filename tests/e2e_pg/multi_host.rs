@@ -40,17 +40,7 @@ fn the_relay_and_every_tool_work_through_a_url_whose_writable_host_is_listed_las
     let journal = dir.path().join("journal.jsonl");
     let core = Core::start(&["--journal", journal.to_str().unwrap()]);
 
-    let relay = Server::spawn(
-        "relay",
-        &[
-            "--db",
-            &url,
-            "--listen",
-            "127.0.0.1:0",
-            "--core",
-            &core.url(),
-        ],
-    );
+    let relay = Server::start(relay_command_at(&url, &core.url(), &[]));
     let m = msg("G-MULTI-1", 1500, "rent");
     let reply = call(&relay.addr, &m);
     assert_code(&reply, "0000");

@@ -180,16 +180,8 @@ fn a_relay_and_the_tools_at_work_never_log_the_password() {
     assert_no_secret("resolve with a wrong password", r.stderr());
 
     let mut relay = Server::start({
-        let mut cmd = std::process::Command::new(testkit::bin("relay"));
-        cmd.args([
-            "--db",
-            &url,
-            "--listen",
-            "127.0.0.1:0",
-            "--core",
-            &core.url(),
-        ])
-        .envs(env);
+        let mut cmd = relay_command_at(&url, &core.url(), &[]);
+        cmd.envs(env);
         cmd
     });
     for (g, memo) in [

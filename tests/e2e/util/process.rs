@@ -14,16 +14,14 @@ pub fn start_relay(db: &TempLedger, core_url: &str, extra: &[&str]) -> Server {
 
 /// `start_relay`'s command, for a test that sets its environment before `Server::start`.
 pub fn relay_command(db: &TempLedger, core_url: &str, extra: &[&str]) -> Command {
+    relay_command_at(db.arg(), core_url, extra)
+}
+
+/// `relay_command` with `--db` as given (a URL a test made: another password, more hosts).
+pub fn relay_command_at(db: &str, core_url: &str, extra: &[&str]) -> Command {
     let mut cmd = Command::new(bin("relay"));
-    cmd.args([
-        "--db",
-        db.arg(),
-        "--listen",
-        "127.0.0.1:0",
-        "--core",
-        core_url,
-    ])
-    .args(extra);
+    cmd.args(["--db", db, "--listen", "127.0.0.1:0", "--core", core_url])
+        .args(extra);
     cmd
 }
 

@@ -63,9 +63,10 @@ impl Run<'_> {
     /// end of the run: the channels keep knocking, the next scheduled start tries again, and
     /// the settling and the checks need no relay. While the database server is down a relay
     /// cannot open its ledger (and says so: exit 1), so its start waits until the server is
-    /// back, as a supervisor's next try would.
+    /// back, as a supervisor's next try would. On a ledger the run does not own (`--db`) it
+    /// cannot know when that is: a start that fails is tried again (`supervise`).
     fn restart_relay(&mut self, i: usize, at: Duration) {
-        if self.outages.is_down() {
+        if self.ledger.cluster().is_some() && self.outages.is_down() {
             if !self.pending[i] {
                 self.pending[i] = true;
                 self.deferred_starts += 1;
@@ -102,12 +103,6 @@ impl Run<'_> {
     /// the supervisor's pause has passed since its last try.
     fn supervise(&mut self, i: usize) {
         let now = self.start.elapsed();
-        // A start that waited for the database (`--db`: the watch saw no writable host).
-        if self.cfg.external_db.is_some() && self.pending[i] && !self.outages.is_down() {
-            self.pending[i] = false;
-            self.restart_relay(i, now);
-            return;
-        }
         if let Some((_, last)) = self.unstarted[i]
             && now >= last + SUPERVISOR_PAUSE
         {
