@@ -52,8 +52,8 @@ struct Args {
     /// Refuse (exit 1, nothing written) a backup that would leave less than this free on
     /// --to's filesystem, the copy estimated as the ledger's pages: a whole percentage of
     /// the filesystem (10%) or bytes (1073741824, 512MiB, 1GiB). 0 still refuses a copy
-    /// larger than the free space.
-    #[arg(long, env = "BACKUP_MIN_FREE", value_name = "SIZE", default_value = "10%",
+    /// larger than the free space. The package's timer sets 10%.
+    #[arg(long, env = "BACKUP_MIN_FREE", value_name = "SIZE", default_value_t = MinFree::DEFAULT,
           value_parser = min_free)]
     min_free: MinFree,
     #[command(flatten)]
