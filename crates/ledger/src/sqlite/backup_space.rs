@@ -26,13 +26,13 @@ pub enum MinFree {
 }
 
 impl MinFree {
-    /// The tool's default floor: 256 MiB, room for the ledger's growth (its `-wal` grows
-    /// while a backup holds its snapshot; at 634 bytes a row, some 400,000 transfers) until
+    /// The tool's default floor: 64 MiB, room for the ledger's growth (its `-wal` grows
+    /// while a backup holds its snapshot; at 676 bytes a row, some 100,000 transfers) until
     /// someone frees space. Not a share of the disk: the contract's `backup --db DB --to
     /// FILE` must succeed on a machine whose large disk is merely busy (a tenth of 252 GiB
-    /// refused a 56 KiB copy with 20 GiB free). The package's timer, which keeps a day of
+    /// refused a 56 KiB copy on CI's machine, under 25 GiB free). The package's timer, which keeps a day of
     /// copies on the ledger's own disk, sets its own policy: `BACKUP_MIN_FREE=10%`.
-    pub const DEFAULT: MinFree = MinFree::Bytes(256 << 20);
+    pub const DEFAULT: MinFree = MinFree::Bytes(64 << 20);
 
     /// The floor in bytes on a filesystem of `size` bytes.
     pub fn bytes(self, size: u64) -> u64 {
@@ -51,7 +51,7 @@ impl Default for MinFree {
 
 impl fmt::Display for MinFree {
     /// As it can be written on the command line: `10%`, or bytes in the largest binary
-    /// unit that divides them (`256MiB`, `1000`).
+    /// unit that divides them (`64MiB`, `1000`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MinFree::Percent(p) => write!(f, "{p}%"),
@@ -239,7 +239,7 @@ mod tests {
         ] {
             assert!(bad.parse::<MinFree>().is_err(), "{bad}");
         }
-        assert_eq!(MinFree::default().to_string(), "256MiB");
+        assert_eq!(MinFree::default().to_string(), "64MiB");
         for floor in [
             MinFree::DEFAULT,
             MinFree::Percent(10),
@@ -262,8 +262,8 @@ mod tests {
             size: 252 << 30,
         };
         assert!(fits(busy, 1 << 20, MinFree::DEFAULT));
-        assert!(fits(busy, (20 << 30) - (256 << 20), MinFree::DEFAULT));
-        assert!(!fits(busy, (20 << 30) - (256 << 20) + 1, MinFree::DEFAULT));
+        assert!(fits(busy, (20 << 30) - (64 << 20), MinFree::DEFAULT));
+        assert!(!fits(busy, (20 << 30) - (64 << 20) + 1, MinFree::DEFAULT));
     }
 
     #[test]
