@@ -30,8 +30,8 @@ impl MinFree {
     /// while a backup holds its snapshot; at 676 bytes a row, some 100,000 transfers) until
     /// someone frees space. Not a share of the disk: the contract's `backup --db DB --to
     /// FILE` must succeed on a machine whose large disk is merely busy (a tenth of 252 GiB
-    /// refused a 56 KiB copy on CI's machine, under 25 GiB free). The package's timer, which keeps a day of
-    /// copies on the ledger's own disk, sets its own policy: `BACKUP_MIN_FREE=10%`.
+    /// refused a 56 KiB copy on CI's machine, under 25 GiB free). The package's timer, which
+    /// keeps a day of copies on the ledger's own disk, sets its own: `BACKUP_MIN_FREE=10%`.
     pub const DEFAULT: MinFree = MinFree::Bytes(64 << 20);
 
     /// The floor in bytes on a filesystem of `size` bytes.
