@@ -19,9 +19,14 @@ use testkit::tls_client::Dialer;
 use crate::http::HttpConn;
 use crate::plan::{Action, Planner, Request, Router};
 
-/// How long a channel waits for a reply. The relay answers within its connect + read
-/// timeouts plus ledger waits (5 s busy timeout at most, twice); longer means it hangs.
-pub const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a channel waits for a reply: longer means the relay hangs. The longest a relay
+/// takes (docs/tools.md, *How long an answer can take*): the claim's ledger wait (5 s), the
+/// core call (the run's connect + read timeouts, 0.5 s), 10 s retrying a result it cannot
+/// write (engine's `RECORD_WINDOW`) and that last write's own wait (5 s): 20.5 s. A Patroni
+/// failover under a result being recorded takes that long (scripts/chaos_patroni.sh, seed 1:
+/// three replies at 15.26 s, when this was 15 s).
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(25);
+
 /// The pause after an `E902` or an `E905`.
 const BACKOFF_PAUSE: Duration = Duration::from_millis(200);
 /// How long the second sender of an in-flight pair tries to connect.
@@ -352,5 +357,19 @@ fn exchange(chan: &mut Chan, msg: &[u8]) -> Answer {
         Err(e) if e.kind() == io::ErrorKind::InvalidData => Answer::Garbage(e.to_string()),
         Err(e) if is_timeout(&e) => Answer::Timeout,
         Err(e) => Answer::NoReply(format!("reply: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{RELAY_CONNECT_MS, RELAY_READ_MS};
+
+    #[test]
+    fn a_channel_waits_as_long_as_a_relay_may_take() {
+        let record_window = Duration::from_secs(10);
+        let core = Duration::from_millis(RELAY_CONNECT_MS + RELAY_READ_MS);
+        let longest = ledger::sqlite::BUSY_TIMEOUT * 2 + core + record_window;
+        assert!(REPLY_TIMEOUT > longest, "{REPLY_TIMEOUT:?} <= {longest:?}");
     }
 }
