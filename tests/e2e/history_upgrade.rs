@@ -64,9 +64,9 @@ fn a_version_6_ledger_is_upgraded_in_place_by_the_first_tool_that_writes() {
     // purge upgrades it, logs from → to once, and deletes the old DONE row (named purge).
     let r = purge(&db, &["--days", "30"]);
     r.expect_code(EXIT_SETTLED);
-    let line = "schema upgraded from version 6 to 8";
+    let line = "schema upgraded from version 6 to 9";
     assert_eq!(r.stderr().matches(line).count(), 1, "{}", r.stderr());
-    assert_eq!(version(&c), 8);
+    assert_eq!(version(&c), 9);
     let decl = declaration(&c);
     assert!(!decl.contains("AUTOINCREMENT"), "{decl}");
     let seq: i64 = c

@@ -126,7 +126,7 @@ fn a_version_3_ledger_is_upgraded_in_place_keeping_its_history() {
     r.expect_code(EXIT_SETTLED);
     assert_eq!(
         r.stderr()
-            .matches("schema upgraded from version 3 to 5")
+            .matches("schema upgraded from version 3 to 6")
             .count(),
         1,
         "{}",
@@ -137,7 +137,7 @@ fn a_version_3_ledger_is_upgraded_in_place_keeping_its_history() {
         .query_one("SELECT max(version) FROM ledger_schema", &[])
         .unwrap()
         .get(0);
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
     assert_eq!(history_after(&mut c, 0), old, "the old history is kept");
 
     // New changes, by a tool and by hand, recorded once each by the new triggers.

@@ -7,7 +7,6 @@ mod failure;
 #[cfg(feature = "tools")]
 pub mod flags;
 mod generate;
-pub mod identity;
 mod logging;
 #[cfg(feature = "tools")]
 mod metrics_file;

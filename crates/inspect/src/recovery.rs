@@ -140,7 +140,7 @@ pub fn recovery(db: &Db, json: bool, order: Order) -> anyhow::Result<u8> {
 
 /// Who the ledger's events name: the person at the keyboard, as the system knows them.
 fn who() -> String {
-    format!("operator:{}", cli::identity::operator())
+    format!("operator:{}", ledger::identity::operator())
 }
 
 /// The mark as `--json` shows it in every form of the command: whether the ledger is

@@ -8,6 +8,7 @@
 pub mod db;
 pub mod error;
 pub mod group_commit;
+pub mod identity;
 pub mod migrate;
 pub mod observe;
 pub mod page;
@@ -15,6 +16,7 @@ pub mod postgres;
 pub mod reconcile;
 pub mod recovery;
 pub mod rules;
+pub mod settle_request;
 pub mod sqlite;
 pub mod state;
 pub mod store;

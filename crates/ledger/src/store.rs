@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::error::{LedgerError, Result};
 use crate::page::{Counted, Cursor, Page, PageQuery, page_of};
 use crate::recovery::{Booked, LedgerEvent, Recovery};
+use crate::settle_request::{Decided, NewRequest, SettleRequest};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 
 /// The GUID of `/healthz`'s probe row: spaces and a slash, so no channel can ever send it
@@ -226,6 +227,20 @@ pub trait Store: Send + Sync {
     fn record_ledger_event(&self, who: &str, event: &str, detail: &str) -> Result<()>;
     /// The newest `limit` events of the ledger as a whole, oldest first.
     fn ledger_events(&self, limit: u64) -> Result<Vec<LedgerEvent>>;
+    /// Records a settlement request (contract §12) made by the person this process acts
+    /// for (the system's identity: `session_user` on PostgreSQL); its id.
+    fn make_settle_request(&self, request: &NewRequest) -> Result<i64>;
+    /// One settlement request by id.
+    fn settle_request(&self, id: i64) -> Result<Option<SettleRequest>>;
+    /// The pending settlement requests (undecided, not expired), oldest first, at most
+    /// `limit`; with `all`, the newest `limit` requests whatever their status, oldest first.
+    fn settle_requests(&self, all: bool, limit: u64) -> Result<Vec<SettleRequest>>;
+    /// Approves request `id` as the person this process acts for, and makes its change by
+    /// one guarded UPDATE from the state and attempts it recorded, in one transaction: both,
+    /// or neither. The ledger refuses it if that person made the request (an error).
+    fn approve_settle_request(&self, id: i64, why: Option<&str>) -> Result<Decided>;
+    /// Rejects request `id` as the person this process acts for (not its maker).
+    fn reject_settle_request(&self, id: i64, why: &str) -> Result<Decided>;
     /// Whether the relay should try the claim before reading the row: cheaper where a write
     /// that finds its row costs nothing (PostgreSQL), dearer where every write queues for
     /// one lock (SQLite).

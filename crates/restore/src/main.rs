@@ -75,7 +75,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
     };
     // Every journal is read, and refused if bad, before the ledger is touched.
     let bookings = journal::read_bookings(&args.journal)?;
-    let who = format!("restore (by {})", cli::identity::operator());
+    let who = format!("restore (by {})", ledger::identity::operator());
     let done = restore(&Restore {
         from: &args.from,
         db: &path,

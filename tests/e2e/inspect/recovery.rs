@@ -12,7 +12,7 @@ use crate::util::*;
 /// The user this test runs as, as the history names people (`cli::identity`): the tool it
 /// starts inherits the same login and user ids.
 fn me() -> String {
-    format!("operator:{}", cli::identity::operator())
+    format!("operator:{}", ledger::identity::operator())
 }
 
 /// `inspect recovery --json`, exit 0.

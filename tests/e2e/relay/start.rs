@@ -8,8 +8,8 @@ use crate::util::*;
 /// The schema version this build writes, per backend.
 fn known_version(db: &TempLedger) -> i64 {
     match db.backend() {
-        Backend::Sqlite => 8,
-        Backend::Postgres => 5,
+        Backend::Sqlite => 9,
+        Backend::Postgres => 6,
     }
 }
 

@@ -4,6 +4,17 @@
 //! Ages are compared against the server's clock. `sql` holds the statements, `schema` how
 //! the schema is applied, `store` the `Store` that runs them on the pool.
 
+/// An instant as the ledger shows it: RFC 3339, UTC, to the second.
+macro_rules! utc {
+    ($col:literal) => {
+        concat!(
+            "to_char(",
+            $col,
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+        )
+    };
+}
+
 mod batch;
 mod claims;
 mod hosts;
@@ -15,6 +26,7 @@ mod recovery;
 mod results;
 mod schema;
 mod session;
+mod settle_request;
 mod sql;
 mod store;
 mod sync_wait;

@@ -5,17 +5,6 @@ use super::{PgStore, params};
 use crate::error::Result;
 use crate::recovery::{Booked, LedgerEvent, Recovery};
 
-/// An instant as the ledger shows it: RFC 3339, UTC, to the second.
-macro_rules! utc {
-    ($col:literal) => {
-        concat!(
-            "to_char(",
-            $col,
-            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-        )
-    };
-}
-
 const MARK: &str = concat!(
     "SELECT ",
     utc!("since"),

@@ -16,8 +16,9 @@ pub const SCHEMA_LOCK: i64 = 0x7478_7265_6c61_7900; // "txrelay"
 /// `tx.channel` and `tx_history.channel` (contract §8), recorded by the history trigger; 4:
 /// the history written by statement-level triggers with transition tables (one `INSERT …
 /// SELECT` per statement, however many rows it changed) in place of the row trigger; 5:
-/// `ledger_recovery` and `ledger_events` (contract §11).
-pub(super) const SCHEMA_VERSION: i32 = 5;
+/// `ledger_recovery` and `ledger_events` (contract §11); 6: `settle_request` and its trigger
+/// (contract §12, dual control).
+pub(super) const SCHEMA_VERSION: i32 = 6;
 
 /// The schema version a ledger records (0: none yet).
 pub(super) fn schema_version(

@@ -6,6 +6,7 @@ use super::{PgStore, attempts, int, limit, params, record};
 use crate::error::Result;
 use crate::page::{Counted, Cursor};
 use crate::recovery::{Booked, LedgerEvent, Recovery};
+use crate::settle_request::{Decided, NewRequest, SettleRequest};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{
     Durability, INQUIRY_BACKOFF_MAX_DOUBLINGS, InquiryRecord, Store, backoff_base_secs,
@@ -317,5 +318,25 @@ impl Store for PgStore {
 
     fn ledger_events(&self, limit: u64) -> Result<Vec<LedgerEvent>> {
         self.events(limit)
+    }
+
+    fn make_settle_request(&self, request: &NewRequest) -> Result<i64> {
+        self.make_request(request)
+    }
+
+    fn settle_request(&self, id: i64) -> Result<Option<SettleRequest>> {
+        self.request(id)
+    }
+
+    fn settle_requests(&self, all: bool, limit: u64) -> Result<Vec<SettleRequest>> {
+        self.requests(all, limit)
+    }
+
+    fn approve_settle_request(&self, id: i64, why: Option<&str>) -> Result<Decided> {
+        self.decide(id, "approved", why)
+    }
+
+    fn reject_settle_request(&self, id: i64, why: &str) -> Result<Decided> {
+        self.decide(id, "rejected", Some(why))
     }
 }

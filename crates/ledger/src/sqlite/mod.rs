@@ -20,6 +20,7 @@ mod page;
 mod reconcile;
 mod recovery;
 pub mod restore;
+mod settle_request;
 mod sql;
 mod statements;
 mod store;
@@ -48,9 +49,10 @@ pub const SCHEMA: &str = include_str!("../../../../schema.sql");
 /// TABLE` to older files, and the history triggers that record it; 7: `tx_history` without
 /// `AUTOINCREMENT` (older files get it rebuilt in place, `history_table`) and without the
 /// index on `at` that no query used: the same history, cheaper to write; 8: `ledger_recovery`
-/// and `ledger_events` (contract §11), and backup copies sealed (`backup_seal`). The schema is
-/// idempotent: a file at any earlier version gets whatever it lacks.
-pub const SCHEMA_VERSION: i64 = 8;
+/// and `ledger_events` (contract §11), and backup copies sealed (`backup_seal`); 9:
+/// `settle_request` and its triggers (contract §12, dual control). The schema is idempotent: a
+/// file at any earlier version gets whatever it lacks.
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// How long a statement waits for another writer before giving up (then: E905).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -148,6 +150,7 @@ impl Ledger {
         )
         .map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        settle_request::register_identity(&conn).map_err(open_err)?;
         // A backup copy put in place by hand is refused before anything is written to it (not
         // even its journal mode).
         backup_seal::refuse_if_backup(&conn, path)?;

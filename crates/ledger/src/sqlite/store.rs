@@ -9,6 +9,7 @@ use super::Ledger;
 use crate::error::Result;
 use crate::page::{Counted, Cursor};
 use crate::recovery::{Booked, LedgerEvent, Recovery};
+use crate::settle_request::{Decided, NewRequest, SettleRequest};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{Durability, InquiryRecord, Store, health_read_back};
 
@@ -137,6 +138,24 @@ impl<H: Hold> Store for H {
     }
     fn ledger_events(&self, limit: u64) -> Result<Vec<LedgerEvent>> {
         self.read_with(|l| l.events(limit))
+    }
+    fn make_settle_request(&self, request: &NewRequest) -> Result<i64> {
+        let request = request.clone();
+        self.write_with(move |l| l.make_settle_request(&request))
+    }
+    fn settle_request(&self, id: i64) -> Result<Option<SettleRequest>> {
+        self.read_with(|l| l.settle_request(id))
+    }
+    fn settle_requests(&self, all: bool, limit: u64) -> Result<Vec<SettleRequest>> {
+        self.read_with(|l| l.settle_requests(all, limit))
+    }
+    fn approve_settle_request(&self, id: i64, why: Option<&str>) -> Result<Decided> {
+        let why = why.map(str::to_string);
+        self.write_with(move |l| l.approve_settle_request(id, why.as_deref()))
+    }
+    fn reject_settle_request(&self, id: i64, why: &str) -> Result<Decided> {
+        let why = why.to_string();
+        self.write_with(move |l| l.reject_settle_request(id, &why))
     }
     fn recent_bookings(&self, limit: usize) -> Result<Vec<Row>> {
         self.read_with(|l| l.recent_bookings(limit))

@@ -11,6 +11,7 @@ mod pg_session;
 mod races;
 mod recovery;
 mod rules;
+mod settle_requests;
 mod transitions;
 
 /// Instantiates each test once per backend: `sqlite::NAME`, `postgres::NAME` and
@@ -75,4 +76,7 @@ for_each_backend!(
     recovery::the_recovery_mark_is_begun_kept_at_its_earliest_and_ended,
     recovery::a_reported_booking_is_written_only_where_the_guid_has_no_row,
     rules::the_sql_selects_what_the_rules_say,
+    settle_requests::the_maker_cannot_approve_and_another_person_carries_it_out,
+    settle_requests::a_changed_row_an_expired_or_rejected_request_is_left_alone,
+    settle_requests::a_statement_by_hand_cannot_approve_its_makers_request,
 );

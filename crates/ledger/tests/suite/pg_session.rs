@@ -211,7 +211,7 @@ fn truncate_tx_is_refused_and_a_version_1_ledger_gets_the_refusal() {
         .query_one("SELECT max(version) FROM ledger_schema", &[])
         .unwrap()
         .get(0);
-    assert_eq!(v, 5);
+    assert_eq!(v, 6);
     assert!(store.read("G-T").unwrap().is_some());
 }
 
@@ -268,7 +268,7 @@ fn a_version_2_ledger_is_upgraded_in_place_with_the_channel_column() {
         .query_one("SELECT max(version) FROM ledger_schema", &[])
         .unwrap()
         .get(0);
-    assert_eq!(v, 5);
+    assert_eq!(v, 6);
 }
 
 /// Issue 19.3: a ledger a newer build wrote (`ledger_schema` above this build's version) is
@@ -290,7 +290,7 @@ fn a_ledger_from_a_newer_build_is_refused_and_left_as_it_is() {
             Some(
                 e @ ledger::error::LedgerError::NewerSchema {
                     found: 99,
-                    known: 5,
+                    known: 6,
                     ..
                 },
             ) => {

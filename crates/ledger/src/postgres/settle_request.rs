@@ -1,0 +1,192 @@
+//! Settlement requests on PostgreSQL (see `crate::settle_request`). Who acts is the
+//! session's role: the schema's trigger writes `session_user` as the maker and the checker,
+//! whatever a statement says, and refuses a decision by the maker.
+
+use super::PgStore;
+use super::sql::ACTOR;
+use crate::error::Result;
+use crate::settle_request::{Decided, NewRequest, SettleRequest, Status, approval_reason};
+use crate::state::State;
+
+macro_rules! columns {
+    () => {
+        concat!(
+            "id, guid, seen_state, seen_attempts, outcome, to_state, rsp_code, response, \
+             evidence, forced, min_age_secs, reason, maker, ",
+            utc!("made_at"),
+            ", ",
+            utc!("expires_at"),
+            ", status, checker, ",
+            utc!("decided_at"),
+            ", decision_reason, (status = 'pending' AND expires_at <= now())"
+        )
+    };
+}
+
+const HAS_TABLE: &str = "SELECT to_regclass('settle_request') IS NOT NULL";
+const MAKE: &str = "\
+    INSERT INTO settle_request (guid, seen_state, seen_attempts, outcome, to_state, rsp_code, \
+        response, evidence, forced, min_age_secs, reason, expires_at) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+        now() + make_interval(secs => $12::float8)) \
+    RETURNING id";
+const ONE: &str = concat!("SELECT ", columns!(), " FROM settle_request WHERE id = $1");
+const PENDING: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM settle_request WHERE status = 'pending' AND expires_at > now() ORDER BY id LIMIT $1"
+);
+const ALL: &str = concat!(
+    "SELECT * FROM (SELECT ",
+    columns!(),
+    " FROM settle_request ORDER BY id DESC LIMIT $1) r ORDER BY id"
+);
+/// The trigger writes the checker (session_user) and the decision's time.
+const DECIDE: &str = "\
+    UPDATE settle_request SET status = $2, decision_reason = $3 \
+    WHERE id = $1 AND status = 'pending' AND expires_at > now()";
+/// The approved change: one guarded UPDATE from the state and attempts the request saw.
+const CHANGE: &str = "\
+    UPDATE tx SET state = r.to_state, rsp_code = r.rsp_code, response = r.response, \
+        updated_at = now() \
+    FROM settle_request r \
+    WHERE r.id = $1 AND tx.guid = r.guid AND tx.state = r.seen_state \
+        AND tx.attempts = r.seen_attempts \
+        AND (r.min_age_secs IS NULL \
+             OR tx.updated_at <= now() - make_interval(secs => r.min_age_secs))";
+
+fn request(r: &postgres::Row) -> std::result::Result<SettleRequest, postgres::Error> {
+    let state = |i: usize| -> std::result::Result<State, postgres::Error> {
+        let s: String = r.try_get(i)?;
+        Ok(s.parse().unwrap_or(State::Unknown))
+    };
+    let stored: String = r.try_get(15)?;
+    Ok(SettleRequest {
+        id: r.try_get(0)?,
+        guid: r.try_get(1)?,
+        seen_state: state(2)?,
+        seen_attempts: r.try_get::<_, i32>(3)?.into(),
+        outcome: r.try_get(4)?,
+        to_state: state(5)?,
+        rsp_code: r.try_get(6)?,
+        response: r.try_get(7)?,
+        evidence: r.try_get(8)?,
+        forced: r.try_get(9)?,
+        min_age_secs: r.try_get::<_, Option<i32>>(10)?.map(|s| s.max(0) as u64),
+        reason: r.try_get(11)?,
+        maker: r.try_get(12)?,
+        made_at: r.try_get(13)?,
+        expires_at: r.try_get(14)?,
+        status: Status::of(&stored, r.try_get(19)?),
+        checker: r.try_get(16)?,
+        decided_at: r.try_get(17)?,
+        decision_reason: r.try_get(18)?,
+    })
+}
+
+impl PgStore {
+    pub(super) fn make_request(&self, n: &NewRequest) -> Result<i64> {
+        let n = n.clone();
+        self.pool.run("recording a settlement request", move |c| {
+            let st = c.prepared(MAKE)?;
+            let attempts = i32::try_from(n.seen_attempts).unwrap_or(i32::MAX);
+            let min_age = n.min_age_secs.map(|s| i32::try_from(s).unwrap_or(i32::MAX));
+            let expires = n.expires_in_secs as f64;
+            c.client
+                .query_one(
+                    &st,
+                    &[
+                        &n.guid,
+                        &n.seen_state.as_str(),
+                        &attempts,
+                        &n.outcome,
+                        &n.to.as_str(),
+                        &n.rsp_code,
+                        &n.response,
+                        &n.evidence,
+                        &n.forced,
+                        &min_age,
+                        &n.reason,
+                        &expires,
+                    ],
+                )?
+                .try_get(0)
+        })
+    }
+
+    pub(super) fn request(&self, id: i64) -> Result<Option<SettleRequest>> {
+        self.pool.run("reading a settlement request", move |c| {
+            let has = c.prepared(HAS_TABLE)?;
+            if !c.client.query_one(&has, &[])?.get::<_, bool>(0) {
+                return Ok(None);
+            }
+            let st = c.prepared(ONE)?;
+            c.client
+                .query_opt(&st, &[&id])?
+                .as_ref()
+                .map(request)
+                .transpose()
+        })
+    }
+
+    pub(super) fn requests(&self, all: bool, limit: u64) -> Result<Vec<SettleRequest>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.pool.run("reading settlement requests", move |c| {
+            let has = c.prepared(HAS_TABLE)?;
+            if !c.client.query_one(&has, &[])?.get::<_, bool>(0) {
+                return Ok(Vec::new());
+            }
+            let st = c.prepared(if all { ALL } else { PENDING })?;
+            c.client
+                .query(&st, &[&limit])?
+                .iter()
+                .map(request)
+                .collect()
+        })
+    }
+
+    /// Decides request `id` (`approved`: and makes its change) in one transaction: both, or
+    /// neither.
+    pub(super) fn decide(
+        &self,
+        id: i64,
+        status: &'static str,
+        why: Option<&str>,
+    ) -> Result<Decided> {
+        let Some(before) = self.request(id)? else {
+            return Ok(Decided::NoSuchRequest);
+        };
+        let why = why.map(str::to_string);
+        let approve = status == "approved";
+        let b = before.clone();
+        let outcome = self.pool.run("deciding a settlement request", move |c| {
+            let decide = c.prepared(DECIDE)?;
+            let change = c.prepared(CHANGE)?;
+            let actor = c.prepared(ACTOR)?;
+            let me: String = c.client.query_one("SELECT session_user::text", &[])?.get(0);
+            let mut t = c.client.transaction()?;
+            if t.execute(&decide, &[&id, &status, &why])? != 1 {
+                return Ok(Some(Decided::NotPending(b.clone())));
+            }
+            if approve {
+                let who = format!("operator:{me}");
+                let reason = Some(approval_reason(&b, &me, why.as_deref()));
+                t.execute(&actor, &[&who, &reason])?;
+                if t.execute(&change, &[&id])? != 1 {
+                    return Ok(Some(Decided::RowChanged(b.clone())));
+                }
+            }
+            t.commit()?;
+            Ok(None)
+        })?;
+        match outcome {
+            Some(Decided::NotPending(_)) => {
+                Ok(Decided::NotPending(self.request(id)?.unwrap_or(before)))
+            }
+            Some(refused) => Ok(refused),
+            None => Ok(self
+                .request(id)?
+                .map_or(Decided::NoSuchRequest, Decided::Done)),
+        }
+    }
+}
