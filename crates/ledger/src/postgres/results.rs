@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::attempts;
 use super::batch::{Waiting, all_failed, deadline_of};
 use super::pool::{PgConn, Pool};
-use super::sql::{ACTOR, TRANSITION_BATCH};
+use super::sql::{ACTOR, LOCK_ROWS, TRANSITION_BATCH};
 use crate::error::Result;
 use crate::state::Change;
 use postgres::types::ToSql;
@@ -68,12 +68,18 @@ impl Round {
 }
 
 /// `batch` cut into rounds: each change goes to the first round after its GUID's last one
-/// that has its actor. With each change's round.
+/// that has its actor. With each change's round. The changes are placed in GUID order (a
+/// stable sort keeps a GUID's changes in their own order), so each round's statement takes
+/// its rows in the order every other batch takes them: two relays' batches of the same GUIDs
+/// cannot deadlock (seen under the chaos run: PostgreSQL's deadlock detector aborting one
+/// batch after a second).
 fn rounds(batch: &[Waiting<Change, bool>]) -> (Vec<Round>, Vec<usize>) {
+    let mut order: Vec<usize> = (0..batch.len()).collect();
+    order.sort_by(|&a, &b| batch[a].item.guid.cmp(&batch[b].item.guid));
     let mut rounds: Vec<Round> = Vec::new();
-    let mut placed = Vec::with_capacity(batch.len());
-    for w in batch {
-        let c = &w.item;
+    let mut placed = vec![0; batch.len()];
+    for at in order {
+        let c = &batch[at].item;
         let after = rounds
             .iter()
             .rposition(|r| r.has(&c.guid))
@@ -91,7 +97,7 @@ fn rounds(batch: &[Waiting<Change, bool>]) -> (Vec<Round>, Vec<usize>) {
             }
         };
         rounds[i].push(c);
-        placed.push(i);
+        placed[at] = i;
     }
     (rounds, placed)
 }
@@ -112,8 +118,15 @@ fn run_rounds(
         return Ok(vec![changed(c.client.query(&st, &only.params())?)?]);
     }
     let actor = c.prepared(ACTOR)?;
+    let lock = c.prepared(LOCK_ROWS)?;
     let session_who = c.who.clone();
     let mut t = c.client.transaction()?;
+    // Rounds lock rows one after another, each in GUID order; two transactions whose rounds
+    // took them in another order could still deadlock: every row first, in one order.
+    let mut all: Vec<&String> = rounds.iter().flat_map(|r| &r.guids).collect();
+    all.sort();
+    all.dedup();
+    t.query(&lock, &[&all])?;
     let mut made = Vec::with_capacity(rounds.len());
     for r in rounds {
         let who = r.who.as_ref().unwrap_or(&session_who);
@@ -168,18 +181,30 @@ mod tests {
             change("a", State::Failed, Some("read timeout")),
         ];
         let (rounds, placed) = rounds(&batch);
-        assert_eq!(placed, vec![0, 1, 0, 2, 1, 3]);
+        assert_eq!(placed, vec![0, 2, 0, 1, 2, 2]);
         let guids: Vec<Vec<&str>> = rounds
             .iter()
             .map(|r| r.guids.iter().map(String::as_str).collect())
             .collect();
-        assert_eq!(
-            guids,
-            vec![vec!["a", "c"], vec!["b", "d"], vec!["a"], vec!["a"]]
-        );
+        assert_eq!(guids, vec![vec!["a", "c"], vec!["a"], vec!["a", "b", "d"]]);
         assert_eq!(rounds[0].from, vec!["SENT", "SENT"]);
-        assert_eq!(rounds[2].from, vec!["UNKNOWN"]);
-        assert!(rounds[0].is_plain() && !rounds[1].is_plain() && rounds[2].is_plain());
-        assert_eq!(rounds[3].reason.as_deref(), Some("read timeout"));
+        assert_eq!(rounds[1].from, vec!["UNKNOWN"]);
+        assert_eq!(rounds[2].from, vec!["FAILED", "SENT", "SENT"]);
+        assert!(rounds[0].is_plain() && rounds[1].is_plain() && !rounds[2].is_plain());
+        assert_eq!(rounds[2].reason.as_deref(), Some("read timeout"));
+    }
+
+    /// Whatever order the changes arrive in, each round takes its rows in GUID order.
+    #[test]
+    fn every_round_is_in_guid_order() {
+        let batch: Vec<_> = ["m", "c", "x", "a", "c", "b", "m"]
+            .iter()
+            .enumerate()
+            .map(|(i, g)| change(g, State::Sent, (i % 2 == 0).then_some("late")))
+            .collect();
+        let (rounds, _) = rounds(&batch);
+        for r in &rounds {
+            assert!(r.guids.is_sorted(), "{:?}", r.guids);
+        }
     }
 }

@@ -79,6 +79,8 @@ pub(super) const TRANSITION_BATCH: &str = "\
     AND (v.min_age IS NULL OR tx.updated_at <= now() - make_interval(secs => v.min_age)) \
     RETURNING tx.guid";
 /// Who and why, for the history trigger, for this transaction only.
+/// Every row a multi-round batch of results will change, locked first, in GUID order.
+pub(super) const LOCK_ROWS: &str = "SELECT 1 FROM tx WHERE guid = ANY($1) ORDER BY guid FOR UPDATE";
 pub(super) const ACTOR: &str = "SELECT set_config('txrelay.who', $1, true), \
     set_config('txrelay.reason', coalesce($2, ''), true)";
 pub(super) const COPY_ROW: &str = "\
