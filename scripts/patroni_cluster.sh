@@ -25,13 +25,13 @@
 # Timings (bootstrap.dcs): ttl 10, loop_wait 1, retry_timeout 4 (loop_wait + 2 x
 # retry_timeout <= ttl, as Patroni requires): a leader gone is replaced within about ttl.
 
-pc_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+# pg_bin, as_pg and free_port are pg_pair.sh's.
+source "$(dirname "${BASH_SOURCE[0]}")/pg_pair.sh"
+pc_bin=$pg_bin
 pc_dir=""
 pc_async=${pc_async:-0}
 pc_nodes=(n1 n2 n3)
 declare -A pc_pg_port pc_api_port pc_proxy_port
-pc_as_pg() { if ((EUID == 0)); then runuser -u postgres -- "$@"; else "$@"; fi; }
-pc_free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # pc_install: Debian's packages, if missing (CI's machine starts without them). The packages'
 # own services are not started: there is no init here, and this file starts its own.
@@ -103,9 +103,9 @@ pc_start() {
     pc_dir=$1
     ((EUID == 0)) && chown postgres "$pc_dir"
     local etcd_port peer_port node
-    etcd_port=$(pc_free_port)
-    peer_port=$(pc_free_port)
-    pc_as_pg etcd --name e1 --data-dir "$pc_dir/etcd" --log-level error \
+    etcd_port=$(free_port)
+    peer_port=$(free_port)
+    as_pg etcd --name e1 --data-dir "$pc_dir/etcd" --log-level error \
         --listen-client-urls "http://127.0.0.1:$etcd_port" \
         --advertise-client-urls "http://127.0.0.1:$etcd_port" \
         --listen-peer-urls "http://127.0.0.1:$peer_port" \
@@ -113,12 +113,12 @@ pc_start() {
         --initial-cluster "e1=http://127.0.0.1:$peer_port" >"$pc_dir/etcd.log" 2>&1 &
     local hosts="" routes=()
     for node in "${pc_nodes[@]}"; do
-        pc_pg_port[$node]=$(pc_free_port)
-        pc_api_port[$node]=$(pc_free_port)
-        pc_proxy_port[$node]=$(pc_free_port)
+        pc_pg_port[$node]=$(free_port)
+        pc_api_port[$node]=$(free_port)
+        pc_proxy_port[$node]=$(free_port)
         routes+=("${pc_proxy_port[$node]}:${pc_pg_port[$node]}")
-        pc_as_pg mkdir -p "$pc_dir/$node"
-        pc_config "$node" "$etcd_port" | pc_as_pg tee "$pc_dir/$node/patroni.yml" >/dev/null
+        as_pg mkdir -p "$pc_dir/$node"
+        pc_config "$node" "$etcd_port" | as_pg tee "$pc_dir/$node/patroni.yml" >/dev/null
         hosts+="${hosts:+,}127.0.0.1:${pc_pg_port[$node]}"
     done
     python3 "$(dirname "${BASH_SOURCE[0]}")/cut_proxy.py" "${routes[@]}" >"$pc_dir/proxy.out" 2>&1 &
@@ -219,7 +219,7 @@ pc_heal() { kill -USR2 "$pc_proxy_pid"; }
 
 pc_restart() {
     local node=$1
-    pc_as_pg patroni "$pc_dir/$node/patroni.yml" >>"$pc_dir/$node/patroni.log" 2>&1 &
+    as_pg patroni "$pc_dir/$node/patroni.yml" >>"$pc_dir/$node/patroni.log" 2>&1 &
 }
 
 pc_stop() {
