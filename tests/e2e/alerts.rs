@@ -17,6 +17,7 @@ const ALERTS: &[&str] = &[
     "TxrelayUnknownTransfers",
     "TxrelayOldestUnknownTooOld",
     "TxrelayNeedsOperator",
+    "TxrelaySettleRequestExpired",
     "TxrelayFailedAtAttemptCap",
     "TxrelayPossibleDoubleBooking",
     "TxrelayChannelCertificateExpiring",
@@ -34,6 +35,7 @@ const RUNBOOKS: &[&str] = &[
     "database-down-or-read-only",
     "disk-full",
     "possible-double-booking",
+    "a-settlement-request-expired",
     "certificate-expiring",
     "client-crl-stale",
 ];

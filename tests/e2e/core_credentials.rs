@@ -59,8 +59,6 @@ fn tools(db: &str) -> Vec<(&'static str, &'static str, Vec<String>)> {
                 "--not-booked",
                 "--reason",
                 "r",
-                "--operator",
-                "o",
             ]),
         ),
     ]

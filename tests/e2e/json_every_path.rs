@@ -264,7 +264,7 @@ fn inspect_answers_in_json_on_every_path() {
     let settle = |guid: &str, url: &str, extra: &[&str]| -> Run {
         let args = [
             &["--db", db, "settle", guid, "--not-booked", "--core", url][..],
-            &["--reason", "r", "--operator", "o", "--json"],
+            &["--reason", "r", "--json"],
             extra,
         ]
         .concat();

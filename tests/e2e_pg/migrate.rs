@@ -175,6 +175,63 @@ fn migrate_refuses_a_ledger_whose_write_lock_is_held_and_copies_nothing() {
     assert_counts(&r.json(), &[("read", 1), ("copied", 1)]);
 }
 
+/// A settlement request still undecided is not carried by the copy (PostgreSQL records a
+/// maker only as its own session's role): migrate refuses until a second person decides it.
+#[test]
+fn migrate_refuses_a_ledger_with_an_undecided_settlement_request() {
+    skip_if_unavailable!();
+    let sqlite = TempLedger::new();
+    let m = msg("G-MIG-REQ", 10, "");
+    RowSpec::unknown(&m).age(OLD).insert(&sqlite);
+    let reply = wire::reply_to(&m, &wire::E_NOT_SENT, None);
+    sqlite
+        .store()
+        .make_settle_request(&ledger::settle_request::NewRequest {
+            guid: "G-MIG-REQ".into(),
+            seen_state: State::Unknown,
+            seen_attempts: 1,
+            outcome: "not-booked",
+            to: State::Failed,
+            rsp_code: "E902".into(),
+            response: reply,
+            evidence: "404 (never booked)".into(),
+            forced: false,
+            min_age_secs: Some(300),
+            reason: "ticket 5".into(),
+            expires_in_secs: 3600,
+        })
+        .unwrap();
+    let pg = temp_ledger();
+    let r = migrate(&sqlite, &pg);
+    r.expect_code(EXIT_FATAL);
+    let err = r.stderr();
+    assert!(
+        err.contains(
+            "has 1 settlement request(s) pending and 0 expired undecided: approve or \
+                      reject them first"
+        ) && err.contains("nothing copied"),
+        "{err}"
+    );
+    assert!(pg.rows().is_empty(), "nothing copied");
+    // A second person closes it: then the ledger migrates.
+    let Ok(second) = testkit::second_person::SecondPerson::of(&sqlite) else {
+        return; // no second Unix user here (said by the dual-control tests)
+    };
+    let mut reject = second.command("inspect");
+    reject.args([
+        "--db",
+        second.db_arg(),
+        "reject",
+        "1",
+        "--reason",
+        "migrating",
+    ]);
+    Run::command(reject, WAIT).expect_code(EXIT_SETTLED);
+    let r = migrate(&sqlite, &pg);
+    r.expect_code(EXIT_SETTLED);
+    assert_counts(&r.json(), &[("read", 1), ("copied", 1)]);
+}
+
 #[test]
 fn after_a_migrate_every_tool_refuses_the_sqlite_ledger_naming_where_it_went() {
     skip_if_unavailable!();
@@ -205,15 +262,7 @@ fn after_a_migrate_every_tool_refuses_the_sqlite_ledger_naming_where_it_went() {
     let moved_to = format!("was moved to {masked} by migrate at ");
     let db = sqlite.arg();
     let url = core.url();
-    let settle = [
-        "settle",
-        "G-MIG-BEFORE",
-        "--not-booked",
-        "--reason",
-        "r",
-        "--operator",
-        "o",
-    ];
+    let settle = ["settle", "G-MIG-BEFORE", "--not-booked", "--reason", "r"];
     let runs: Vec<(&str, Vec<&str>)> = vec![
         (
             "relay",

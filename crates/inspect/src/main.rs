@@ -1,13 +1,17 @@
 //! `inspect`: the operator's tool. Without a command, or with `summary`, `list` and `show`, a
 //! read-only look at the ledger, so that an operator (or the demo) needs no sqlite3 or psql
-//! shell and cannot change a row by mistake. `settle` is the one command that writes a row: an
-//! operator's settlement of one GUID in doubt, with evidence from outside the relay, as one
-//! guarded statement whose history names the operator and the reason. `recovery --begin` and
-//! `--end` write the ledger's recovery mark (contract §11), and the event saying who did.
+//! shell and cannot change a row by mistake. A settlement by hand of one GUID in doubt takes
+//! two people (contract §12): `settle` records a request, `approve` (another person) carries
+//! it out as one guarded statement whose history names both, `reject` closes it, `requests`
+//! lists them. `recovery --begin` and `--end` write the ledger's recovery mark (contract §11),
+//! and the event saying who did.
 
+mod approve;
+mod checks;
 mod duration;
 mod recovery;
 mod recovery_journal;
+mod requests;
 mod settle;
 mod show;
 mod view;
@@ -25,7 +29,7 @@ const DEFAULT_LIMIT: u64 = 50;
 /// The operator's tool: without a command, lists ledger rows (a page of 50, oldest change
 /// first; or one GUID), the count of rows per state, and the GUIDs resolve has stopped
 /// asking about (needs operator).
-/// Read-only, except `settle` and `recovery --begin`/`--end`.
+/// Read-only, except `settle`, `approve`, `reject` and `recovery --begin`/`--end`.
 #[derive(Parser, Debug)]
 #[command(version = cli::VERSION, about)]
 struct Args {
@@ -72,11 +76,35 @@ enum Command {
         /// The GUID.
         guid: String,
     },
-    /// Settle one GUID in doubt by hand, on evidence from outside the relay: --booked
+    /// Ask to settle one GUID in doubt by hand, on evidence from outside the relay: --booked
     /// (DONE/0000) or --not-booked (FAILED/E902, which reprocess may resend). From UNKNOWN, or
     /// SENT unchanged for 60 s (--not-booked: either only once unchanged for --min-age, 300 s
-    /// by default). One guarded statement; the history names the operator and the reason.
+    /// by default). Changes no row: records a request, prints its id; another person carries
+    /// it out with `approve ID`. Who asks is the system's user (or PostgreSQL role).
     Settle(Box<SettleArgs>),
+    /// The settlement requests pending a second person, oldest first (--all: the newest of
+    /// every status).
+    Requests {
+        /// Every status (approved, rejected, expired too), the newest --limit.
+        #[arg(long)]
+        all: bool,
+        /// At most this many.
+        #[arg(long, default_value_t = DEFAULT_LIMIT,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        limit: u64,
+    },
+    /// Carry out another person's settlement request: its checks run again (the row as the
+    /// request saw it; for --not-booked the canary and the core's inquiry), then one guarded
+    /// statement from the state and attempts the request recorded; the history names both.
+    Approve(Box<ApproveArgs>),
+    /// Close another person's settlement request (pending or expired) without a change.
+    Reject {
+        /// The request's id (as `settle` printed it, or `requests` lists it).
+        id: i64,
+        /// Why (recorded with the decision).
+        #[arg(long, value_parser = reason_text)]
+        reason: String,
+    },
     /// Whether the ledger is recovering (put back to an earlier state: the relay and reprocess
     /// then ask the core before claiming a GUID it may have forgotten), since when, and the
     /// ledger's last events; --begin --since T marks it so, --end ends it, each recorded with
@@ -134,16 +162,21 @@ struct SettleArgs {
     /// a 404 proves "never booked" only once the core can no longer be working on the
     /// request, so it must exceed the core's longest processing time; set it as resolve's
     /// --min-age is set.
-    #[arg(long, env = "INSPECT_MIN_AGE", default_value_t = settle::DEFAULT_MIN_AGE_SECS,
-          value_parser = settle::min_age_secs, value_name = "SECS")]
+    #[arg(long, env = "INSPECT_MIN_AGE", default_value_t = checks::DEFAULT_MIN_AGE_SECS,
+          value_parser = checks::min_age_secs, value_name = "SECS")]
     min_age: u64,
     /// Why (the evidence: a ticket, who at the core said so); recorded in the history.
     #[arg(long, value_parser = reason_text)]
     reason: String,
-    /// Who settles it; the history names `operator:NAME`.
-    #[arg(long, value_parser = operator_name, value_name = "NAME")]
-    operator: String,
-    /// Show what would change (after every check, the inquiry included); write nothing.
+    /// How long the request may be approved: 90s, 15m, 2h, 1d (at least a minute, at most
+    /// 7 days).
+    #[arg(long, env = "INSPECT_EXPIRES", value_parser = expiry_secs, value_name = "DURATION",
+          default_value = "24h")]
+    expires: u64,
+    /// Gone (contract v1.3): who asks is taken from the system, never from a flag.
+    #[arg(long, hide = true, value_parser = operator_is_gone, value_name = "NAME")]
+    operator: Option<String>,
+    /// Show what would be asked (after every check, the inquiry included); write nothing.
     #[arg(long)]
     dry_run: bool,
     #[command(flatten)]
@@ -152,10 +185,23 @@ struct SettleArgs {
     timeouts: CoreTimeouts,
 }
 
-// Where `settle --not-booked` asks the core, as resolve does.
+#[derive(clap::Args, Debug)]
+struct ApproveArgs {
+    /// The request's id (as `settle` printed it, or `requests` lists it).
+    id: i64,
+    /// Why, if anything is to be added to the request's reason (recorded with the decision).
+    #[arg(long, value_parser = reason_text)]
+    reason: Option<String>,
+    #[command(flatten)]
+    core: CoreFlags,
+    #[command(flatten)]
+    timeouts: CoreTimeouts,
+}
+
+// Where `settle --not-booked` (and its approval) asks the core, as resolve does.
 cli::core_flags! {
     env = "INSPECT_";
-    /// With --not-booked: base URL of the core banking system.
+    /// For a --not-booked settlement: base URL of the core banking system.
     core;
     /// Time allowed to connect to the core.
     connect_timeout_ms;
@@ -193,12 +239,28 @@ fn reason_text(s: &str) -> Result<String, String> {
     operator_text(s, 500)
 }
 
-fn operator_name(s: &str) -> Result<String, String> {
-    let name = operator_text(s, 64)?;
-    if name.chars().any(char::is_whitespace) {
-        return Err("must be one word (a login name)".into());
+/// `--operator`, which the contract removed (v1.3 §12): whoever can type a flag could sign as
+/// anyone.
+fn operator_is_gone(_: &str) -> Result<String, String> {
+    Err(
+        "--operator is gone: who asks is taken from the system (your login user, or your \
+         PostgreSQL role), and another person carries the request out with `inspect approve \
+         ID`"
+        .into(),
+    )
+}
+
+/// `--expires`: a duration from a minute to 7 days.
+fn expiry_secs(s: &str) -> Result<u64, String> {
+    let secs = duration::parse_secs(s)?;
+    if !(60..=7 * 86_400).contains(&secs) {
+        return Err(
+            "must be from 1m to 7d: a request older than its evidence is not one to \
+                    approve"
+                .into(),
+        );
     }
-    Ok(name)
+    Ok(secs)
 }
 
 /// A usage error (exit 2) in clap's words.
@@ -258,6 +320,21 @@ fn main() -> ExitCode {
         Some(Command::Settle(s)) => {
             let order = settle::Order::from_args(*s);
             cli::main("inspect", || settle::settle(&db, args.json, order))
+        }
+        Some(Command::Requests { all, limit }) => {
+            cli::main("inspect", || requests::requests(&db, args.json, all, limit))
+        }
+        Some(Command::Approve(a)) => {
+            let order = approve::Order::Approve {
+                id: a.id,
+                reason: a.reason,
+                core: a.core.with(&a.timeouts),
+            };
+            cli::main("inspect", || approve::decide(&db, args.json, order))
+        }
+        Some(Command::Reject { id, reason }) => {
+            let order = approve::Order::Reject { id, reason };
+            cli::main("inspect", || approve::decide(&db, args.json, order))
         }
         Some(Command::Recovery(r)) => {
             let order = recovery::Order::from_args(r);

@@ -1,56 +1,38 @@
-//! `settle`: an operator's settlement of one GUID in doubt, on evidence from outside the
-//! relay. The only command of `inspect` that writes, and then one guarded statement: from
-//! UNKNOWN `AND state = 'UNKNOWN' AND attempts = n`; from SENT also only if the row has not
-//! changed for the stale-sent floor (no relay can still be waiting for the core on it); and
-//! `--not-booked`, from either, only if the row has not changed for `--min-age` (default 300
-//! s, resolve's deployed default, never under the floor): a 404 proves "never booked" only
-//! once the core cannot still be working on the request, and a core may take longer than the
-//! floor (contract §12). The history names `operator:NAME` and the reason.
+//! `settle`: an operator's **request** to settle one GUID in doubt, on evidence from outside
+//! the relay (contract §12). It changes no row: it records the GUID, the state and attempts
+//! the row has now, the change asked for with its evidence, the reason, who asks (the system's
+//! identity, never a flag) and an expiry (`--expires`, 24 h by default), and prints the
+//! request's id; another person carries it out with `inspect approve ID` (`approve.rs`).
+//!
+//! The checks are the ones a settlement always made, run now and again at the approval: only
+//! from UNKNOWN, or from SENT unchanged for the stale-sent floor (no relay can still be
+//! waiting for the core on it); `--not-booked`, from either, only for a row unchanged for
+//! `--min-age` (default 300 s, resolve's deployed default, never under the floor), since a 404
+//! proves "never booked" only once the core cannot still be working on the request.
 //!
 //! `--booked`: DONE/0000, the reply built from the booking exactly as resolve builds it from
-//! an inquiry (`wire::booking_body`, `wire::reply_to` on the stored request).
-//! `--not-booked`: FAILED/E902 (so that reprocess may resend it), only while the core's
-//! inquiry answers 404 and that core passes resolve's canary (it answers 200 for the ledger's
-//! newest booking; a ledger without one has no canary, and is refused too), unless `--force`
+//! an inquiry (`wire::booking_body`, `wire::reply_to` on the stored request), with the
+//! request's amount. `--not-booked`: FAILED/E902 (so that reprocess may resend it), only while
+//! the core's inquiry answers 404 and that core passes resolve's canary, unless `--force`
 //! (which the reason then says, with what the canary or the inquiry said).
 //!
-//! Exit 0: settled (or, with `--dry-run`, would be). Exit 1: refused (no such row, a state
+//! Exit 0: requested (or, with `--dry-run`, would be). Exit 1: refused (no such row, a state
 //! that is not settled by hand, a row too young, a stored request that cannot carry a reply, a
-//! canary that failed or is missing, an inquiry that did not answer 404, a row that changed
-//! meanwhile), one line on stderr (with `--json` one object on stdout too), nothing written.
+//! canary that failed or is missing, an inquiry that did not answer 404), one line on stderr
+//! (with `--json` one object on stdout too), nothing written.
 
 use clap::error::ErrorKind;
-use cli::{EXIT_FATAL, EXIT_SETTLED};
-use core_client::{CoreClient, Inquiry};
-use engine::transfer::STALE_SENT_FLOOR;
-use ledger::{Access, Change, Db, State, Store};
+use cli::EXIT_SETTLED;
+use engine::batch::stored_transfer;
+use ledger::settle_request::NewRequest;
+use ledger::{Access, Db, State};
 use serde::Serialize;
 use serde_json::json;
-use wire::{self, BOOKING_BODY_LEN, Transfer};
+use wire::{self, BOOKING_BODY_LEN};
 
-use engine::batch::{self, Canary, stored_transfer};
-
-use crate::show::{ReplyView, rfc3339_of_reply_time};
+use crate::checks::{self, NEVER_BOOKED, doubt, not_settled_by_hand, unchanged_for};
+use crate::show::ReplyView;
 use crate::{SettleArgs, usage_error};
-
-/// `--min-age` unless given: resolve's deployed default (`RESOLVE_MIN_AGE` in its wrapper),
-/// so that a settlement by hand believes a 404 no sooner than resolve would.
-pub const DEFAULT_MIN_AGE_SECS: u64 = 300;
-
-/// `--min-age`: at least the stale-sent floor, the least this command ever waited: below it
-/// a relay may still be waiting for the core, and the core may still be working.
-pub fn min_age_secs(s: &str) -> Result<u64, String> {
-    let secs: u64 = s.parse().map_err(|e| format!("{e}"))?;
-    let floor = STALE_SENT_FLOOR.as_secs();
-    if secs < floor {
-        return Err(format!(
-            "must be at least {floor} seconds: the core may still be working on a younger \
-             row, and a 404 would prove nothing yet (it must exceed the core's longest \
-             processing time, as resolve's --min-age)"
-        ));
-    }
-    Ok(secs)
-}
 
 /// What the operator says about the GUID.
 enum Decision {
@@ -58,6 +40,7 @@ enum Decision {
     Booked {
         amount: u64,
         body: [u8; BOOKING_BODY_LEN],
+        evidence: String,
     },
     /// The core never booked it; `force`: even if its inquiry does not answer 404. Only for
     /// a row unchanged for `min_age` seconds.
@@ -68,12 +51,12 @@ enum Decision {
     },
 }
 
-/// A settlement as the flags give it, checked as far as it can be without the ledger.
+/// A settlement request as the flags give it, checked as far as it can be without the ledger.
 pub struct Order {
     guid: String,
     decision: Decision,
     reason: String,
-    operator: String,
+    expires_in_secs: u64,
     dry_run: bool,
 }
 
@@ -98,7 +81,14 @@ impl Order {
                     format!("invalid value for {flag}: {e}"),
                 )
             });
-            Decision::Booked { amount, body }
+            let evidence = format!(
+                "the core's booking: core_ref {core_ref}, amount {amount}, booked_at {booked_at}"
+            );
+            Decision::Booked {
+                amount,
+                body,
+                evidence,
+            }
         } else {
             Decision::NotBooked {
                 force: a.force,
@@ -110,55 +100,49 @@ impl Order {
             guid: a.guid,
             decision,
             reason: a.reason,
-            operator: a.operator,
+            expires_in_secs: a.expires,
             dry_run: a.dry_run,
         }
     }
 }
 
-/// What a settlement did, or would do.
+/// What a request asks for, made or (with `--dry-run`) not.
 #[derive(Serialize)]
-struct Settlement {
+struct Requested {
     guid: String,
+    /// The request's id (`None`: a dry run).
+    request: Option<i64>,
+    outcome: &'static str,
     from: State,
     to: State,
     rsp_code: String,
-    /// The attempt the settlement is guarded by (the row's `attempts`).
+    /// The attempt the change is guarded by (the row's `attempts`).
     attempt: i64,
-    /// Only if the row has not changed for this long (from SENT).
+    /// Only if the row has not changed for this long.
     unchanged_for_secs: Option<u64>,
-    who: String,
+    maker: String,
     reason: String,
     /// What the core's inquiry answered (`--not-booked`).
     inquiry: Option<String>,
     reply: ReplyView,
+    expires_at: Option<String>,
     dry_run: bool,
+    requested: bool,
+    /// Always false: a request changes no row (as a refusal or a dry run says too).
     written: bool,
 }
 
-/// Why nothing was written: one line on stderr (and with `--json` one object, with the
-/// `tool`, `error` and `exit` every failure object has, so that a script reads any tool's
-/// failure alike), exit 1.
-fn refuse(guid: &str, json: bool, why: &str) -> anyhow::Result<u8> {
-    let line = format!("settle {guid}: refused: {why}; nothing written");
-    if json {
-        let v = json!({
-            "guid": guid,
-            "written": false,
-            "refused": why,
-            "error": line,
-            "exit": EXIT_FATAL,
-        });
-        cli::print_object("inspect", v, EXIT_FATAL);
-    }
-    cli::stderr_line("inspect", log::Level::Error, &line);
-    Ok(EXIT_FATAL)
-}
-
-/// `settle GUID …`: one guarded statement, or nothing.
+/// `settle GUID …`: a settlement request recorded, or nothing.
 pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
     let guid = o.guid.as_str();
-    let refused = |why: &str| refuse(guid, json, why);
+    let refused = |why: &str| {
+        checks::refuse(
+            &format!("settle {guid}"),
+            json!({ "guid": guid, "requested": false }),
+            json,
+            why,
+        )
+    };
     // A dry run writes nothing, so it opens the ledger as the read-only views do.
     let access = if o.dry_run {
         Access::ReadOnly
@@ -169,21 +153,17 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
     let Some(row) = ledger.read(guid)? else {
         return refused("no row for this GUID");
     };
-    let floor = STALE_SENT_FLOOR.as_secs();
-    let Some(young) = unchanged_for(row.state, &o.decision) else {
-        return refused(&format!(
-            "the row is {}/{}: only an UNKNOWN row, or a SENT row unchanged for {floor} s, is \
-             settled by hand",
-            row.state,
-            row.rsp_code.as_deref().unwrap_or("-")
-        ));
+    let not_booked = match &o.decision {
+        Decision::Booked { .. } => None,
+        Decision::NotBooked { min_age, .. } => Some(*min_age),
     };
-    if let Some(need) = &young {
-        // Only to say why; the guard in the statement decides.
-        let age = ledger.row_age_secs(guid)?;
-        if !age.is_some_and(|age| age >= need.secs as f64) {
-            return refused(&need.refusal(row.state, age));
-        }
+    let Some(young) = unchanged_for(row.state, not_booked) else {
+        return refused(&not_settled_by_hand(row.state, row.rsp_code.as_deref()));
+    };
+    if let Some(need) = &young
+        && let Err(why) = need.check(ledger.as_ref(), guid, row.state)
+    {
+        return refused(&why.to_string());
     }
     let Some(attempt) = row.attempts else {
         return refused("the row has no attempt count to guard the settlement with");
@@ -192,243 +172,140 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
         Ok(x) => x,
         Err(why) => return refused(&format!("{why}: no reply can be built for it")),
     };
-    let who = format!("operator:{}", o.operator);
-    let (to, code, body, reason, inquiry) = match o.decision {
-        Decision::Booked { amount, body } => {
+    let (outcome, to, code, body, reason, evidence, forced) = match o.decision {
+        Decision::Booked {
+            amount,
+            body,
+            evidence,
+        } => {
             if amount != transfer.amount {
                 return refused(&format!(
                     "--amount {amount} is not the request's amount {}: check the core's booking",
                     transfer.amount
                 ));
             }
-            (State::Done, wire::OK, Some(body), o.reason, None)
+            let e = evidence;
+            (
+                "booked",
+                State::Done,
+                wire::OK,
+                Some(body),
+                o.reason,
+                e,
+                false,
+            )
         }
         Decision::NotBooked { force, core, .. } => {
             let client = core.client()?;
-            let doubt = doubt(ledger.as_ref(), &client, &transfer, request)?;
-            match doubt {
-                None => (
-                    State::Failed,
-                    wire::E_NOT_SENT,
-                    None,
-                    o.reason,
-                    Some("404 (never booked)".to_string()),
-                ),
+            match doubt(ledger.as_ref(), &client, &transfer, request)? {
+                None => {
+                    let e = NEVER_BOOKED.to_string();
+                    (
+                        "not-booked",
+                        State::Failed,
+                        wire::E_NOT_SENT,
+                        None,
+                        o.reason,
+                        e,
+                        false,
+                    )
+                }
                 Some((what, _)) if force => (
+                    "not-booked",
                     State::Failed,
                     wire::E_NOT_SENT,
                     None,
                     format!("{}; forced without a 404 ({what})", o.reason),
-                    Some(what),
+                    what,
+                    true,
                 ),
                 Some((what, hint)) => return refused(&format!("{what}; {hint}")),
             }
         }
     };
-    let mut change = Change::new(
-        guid,
-        row.state,
-        Some(attempt),
-        to,
-        code,
-        wire::reply_to(request, &code, body.as_ref()),
-    )
-    .by(who.clone())
-    .because(reason.clone());
-    if let Some(need) = &young {
-        change = change.if_unchanged_for(need.secs);
-    }
-    let mut s = Settlement {
+    let response = wire::reply_to(request, &code, body.as_ref());
+    let new = NewRequest {
         guid: guid.to_string(),
+        seen_state: row.state,
+        seen_attempts: attempt,
+        outcome,
+        to,
+        rsp_code: String::from_utf8_lossy(&code).into_owned(),
+        response: response.clone(),
+        evidence: evidence.clone(),
+        forced,
+        min_age_secs: young.as_ref().map(|u| u.secs),
+        reason: reason.clone(),
+        expires_in_secs: o.expires_in_secs,
+    };
+    let mut r = Requested {
+        guid: guid.to_string(),
+        request: None,
+        outcome,
         from: row.state,
         to,
-        rsp_code: change.code_str().to_string(),
+        rsp_code: new.rsp_code.clone(),
         attempt,
-        unchanged_for_secs: change.min_age_secs,
-        who,
+        unchanged_for_secs: new.min_age_secs,
+        maker: ledger.identity()?,
         reason,
-        inquiry,
-        reply: ReplyView::of(&change.response).map_err(anyhow::Error::msg)?,
+        inquiry: (outcome == "not-booked").then_some(evidence),
+        reply: ReplyView::of(&response).map_err(anyhow::Error::msg)?,
+        expires_at: None,
         dry_run: o.dry_run,
+        requested: false,
         written: false,
     };
     if !o.dry_run {
-        if !ledger.transition(&change)? {
-            let now = ledger.read(guid)?.map_or("gone".to_string(), |r| {
-                format!(
-                    "now {}/{}, attempts {}",
-                    r.state,
-                    r.rsp_code.as_deref().unwrap_or("-"),
-                    r.attempts.map_or("-".into(), |a| a.to_string())
-                )
-            });
-            return refused(&format!(
-                "the row changed meanwhile ({now}); look again with `inspect show {guid}`"
-            ));
-        }
-        s.written = true;
-        // Its failed inquiries are history now (resolve would forget them at its next run).
-        if let Err(e) = ledger.clear_inquiry(guid) {
-            cli::stderr_line(
-                "inspect",
-                log::Level::Warn,
-                &format!("settle {guid}: cannot clear its failed inquiries: {e}"),
-            );
-        }
+        let id = ledger.make_settle_request(&new)?;
+        let made = ledger.settle_request(id)?.ok_or_else(|| {
+            anyhow::anyhow!("settlement request {id} was made but cannot be read")
+        })?;
+        r.request = Some(id);
+        r.maker = made.maker;
+        r.expires_at = Some(made.expires_at);
+        r.requested = true;
     }
-    print(&s, json);
+    print(&r, json);
     Ok(EXIT_SETTLED)
 }
 
-/// How long a row must have been left alone before it is settled, and why.
-struct Unchanged {
-    secs: u64,
-    /// `--min-age` (`--not-booked`), rather than the stale-sent floor.
-    min_age: bool,
-    why: &'static str,
-}
-
-impl Unchanged {
-    /// The refusal of a row `age` seconds old (`None`: no age could be read): how old it is,
-    /// what it must reach and why, and when to try again.
-    fn refusal(&self, state: State, age: Option<f64>) -> String {
-        let what = if self.min_age {
-            format!("--min-age ({} s)", self.secs)
-        } else {
-            format!("the stale-sent floor ({} s)", self.secs)
-        };
-        match age {
-            Some(age) => {
-                let age = age.max(0.0).floor() as u64;
-                format!(
-                    "the row is {state} and changed {age} s ago, less than {what}: {}; try again \
-                     in {} s",
-                    self.why,
-                    self.secs.saturating_sub(age).max(1)
-                )
-            }
-            None => format!(
-                "the row is {state} and its age cannot be read, so it cannot be shown to be at \
-                 least {what}: {}",
-                self.why
-            ),
-        }
-    }
-}
-
-/// Whether a row in `state` is settled by `decision` (`None`: not by hand), and if so how long
-/// it must have been left alone first (`Some(None)`: no wait).
-fn unchanged_for(state: State, decision: &Decision) -> Option<Option<Unchanged>> {
-    let floor = STALE_SENT_FLOOR.as_secs();
-    let sent = "a relay may still be waiting for the core on it";
-    let working = "the core may still be working on it, and a 404 proves nothing while it may";
-    let need = match (state, decision) {
-        (State::Unknown, Decision::Booked { .. }) => None,
-        (State::Sent, Decision::Booked { .. }) => Some(Unchanged {
-            secs: floor,
-            min_age: false,
-            why: sent,
-        }),
-        // `--min-age` is never under the floor, so it covers a SENT row's relay too.
-        (State::Sent, Decision::NotBooked { min_age, .. }) => Some(Unchanged {
-            secs: (*min_age).max(floor),
-            min_age: true,
-            why: "a relay may still be waiting for the core on it, and the core may still be \
-                  working on it: a 404 proves nothing while it may",
-        }),
-        (State::Unknown, Decision::NotBooked { min_age, .. }) => Some(Unchanged {
-            secs: (*min_age).max(floor),
-            min_age: true,
-            why: working,
-        }),
-        _ => return None,
+/// `STATE -> TO/CODE (if state S, attempts N[, unchanged for S s])`: the change and its guard,
+/// as `settle`, `approve` and `requests` say it.
+pub fn change_line(
+    from: State,
+    to: State,
+    code: &str,
+    attempt: i64,
+    unchanged: Option<u64>,
+) -> String {
+    let guard = match unchanged {
+        Some(secs) => format!("state {from}, attempts {attempt}, unchanged for {secs} s"),
+        None => format!("state {from}, attempts {attempt}"),
     };
-    Some(need)
+    format!("{from} -> {to}/{code} (if {guard})")
 }
 
-/// Why the core's answer does not prove "never booked", and what the operator can do about
-/// it; `None`: it does (a 404 from a core that knows the ledger's bookings). The canary runs
-/// first, as resolve's does: a 404 from a core that does not answer 200 for the ledger's
-/// newest booking (another environment's core, a wrong path), or from a core nothing can be
-/// checked against (no booking in the ledger yet), proves nothing.
-fn doubt(
-    ledger: &dyn Store,
-    client: &CoreClient,
-    transfer: &Transfer,
-    request: &[u8],
-) -> anyhow::Result<Option<(String, &'static str)>> {
-    let force = "--force to settle it on the core's written word anyway";
-    match batch::canary(ledger, client)? {
-        Canary::Passed { .. } => {}
-        Canary::Failed(f) => {
-            return Ok(Some((
-                format!("{f}: its inquiry's 404 proves nothing"),
-                force,
-            )));
-        }
-        Canary::NoBooking => {
-            return Ok(Some((
-                "no canary: the ledger holds no booked transfer (DONE/0000) to check --core \
-                 with, so a 404 would prove nothing"
-                    .to_string(),
-                force,
-            )));
-        }
-    }
-    Ok(match client.inquire(transfer) {
-        Inquiry::NotFound => None,
-        Inquiry::Booked(b) => {
-            let r = ReplyView::of(&wire::reply_to(request, &wire::OK, Some(&b)))
-                .map_err(anyhow::Error::msg)?;
-            Some((
-                format!(
-                    "the core's inquiry answers 200: it booked this GUID (core_ref {}, amount {}, \
-                     booked_at {})",
-                    r.core_ref.unwrap_or_default(),
-                    r.amount.unwrap_or_default(),
-                    rfc3339_of_reply_time(&r.booked_at.unwrap_or_default())
-                ),
-                "settle --booked with that booking (--force would let reprocess book it again)",
-            ))
-        }
-        Inquiry::Error(why) => Some((
-            format!("the core's inquiry did not answer 404 ({why})"),
-            "nothing proves it was never booked; --force to settle it anyway",
-        )),
-    })
-}
-
-fn print(s: &Settlement, json: bool) {
+fn print(r: &Requested, json: bool) {
     if json {
-        cli::print_object("inspect", json!(s), EXIT_SETTLED);
+        cli::print_object("inspect", json!(r), EXIT_SETTLED);
         return;
     }
-    let guard = match s.unchanged_for_secs {
-        Some(secs) => format!(
-            "state {}, attempts {}, unchanged for {secs} s",
-            s.from, s.attempt
-        ),
-        None => format!("state {}, attempts {}", s.from, s.attempt),
+    let change = change_line(r.from, r.to, &r.rsp_code, r.attempt, r.unchanged_for_secs);
+    let head = match r.request {
+        Some(id) => format!("settle {}: request {id}: {change}", r.guid),
+        None => format!("settle {}: {change}", r.guid),
     };
-    cli::outln!(
-        "settle {}: {} -> {}/{} (if {guard}), by {}, reason: {}",
-        s.guid,
-        s.from,
-        s.to,
-        s.rsp_code,
-        s.who,
-        s.reason
-    );
-    if let Some(i) = &s.inquiry {
+    cli::outln!("{head}, asked by {}, reason: {}", r.maker, r.reason);
+    if let Some(i) = &r.inquiry {
         cli::outln!("inquiry: {i}");
     }
-    cli::outln!("reply: {}", s.reply.line());
-    cli::outln!(
-        "{}",
-        if s.written {
-            "written"
-        } else {
-            "dry run: nothing written"
-        }
-    );
+    cli::outln!("reply: {}", r.reply.line());
+    match (r.request, &r.expires_at) {
+        (Some(id), Some(until)) => cli::outln!(
+            "requested: pending until {until}; another person carries it out with `inspect \
+             approve {id}` or closes it with `inspect reject {id} --reason TEXT`"
+        ),
+        _ => cli::outln!("dry run: nothing written"),
+    }
 }

@@ -1,9 +1,11 @@
 //! `inspect show GUID`: one row with its stored request and reply decoded, its inquiries and
-//! its history, as text or one JSON object; the reply's view is also what `settle` shows.
+//! its history and its settlement requests (contract §12), as text or one JSON object; the
+//! reply's view is also what `settle` shows.
 
 use cli::{EXIT_FATAL, EXIT_SETTLED, outln as println};
 use engine::batch::stored_transfer;
 use ledger::Db;
+use ledger::settle_request::Listed;
 use ledger::state::HistoryRow;
 use ledger::store::InquiryRecord;
 use serde::Serialize;
@@ -11,6 +13,10 @@ use serde_json::json;
 use wire::{self, Transfer};
 
 use crate::view::{Opts, open};
+
+/// A GUID's settlement requests `show` lists at most (the first ones): a row asked about this
+/// often is a case for its ticket, not for a screen.
+const REQUESTS_SHOWN: u64 = 100;
 
 /// A stored request, decoded.
 #[derive(Serialize)]
@@ -87,6 +93,7 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
     let inquiry: Option<InquiryRecord> = ledger.inquiry_record(guid)?;
+    let requests = ledger.settle_requests(Listed::Of(guid), REQUESTS_SHOWN)?;
     if row.is_none() && history.is_empty() {
         let why = format!("no row and no history for GUID {guid:?}");
         return Ok(cli::refuse_run("inspect", &why, EXIT_FATAL));
@@ -124,6 +131,7 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
             "at_attempt_cap": at_cap,
             "history": history,
             "history_error": history_error,
+            "settle_requests": requests,
         });
         return Ok(cli::print_object("inspect", v, EXIT_SETTLED));
     }
@@ -187,6 +195,13 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
             for h in &history {
                 println!("{}", history_line(h));
             }
+        }
+    }
+    if !requests.is_empty() {
+        println!("settlement requests:");
+        println!("{}", crate::requests::HEADER);
+        for r in &requests {
+            println!("{}", crate::requests::line(r));
         }
     }
     Ok(EXIT_SETTLED)

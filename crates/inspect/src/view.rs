@@ -5,6 +5,7 @@
 use cli::{EXIT_SETTLED, Listed, outln as println};
 use engine::batch::NeedsOperator;
 use ledger::page::{Counted, Cursor, Page, PageQuery};
+use ledger::settle_request::Undecided;
 use ledger::{Access, Db, State, Store};
 use serde::Serialize;
 use serde_json::json;
@@ -185,6 +186,7 @@ pub fn summary(db: &Db, o: &Opts) -> anyhow::Result<u8> {
         .cloned()
         .map(NeedsOperator::from)
         .collect();
+    let undecided = ledger.undecided_settle_requests()?;
     if o.json {
         let oldest: serde_json::Map<_, _> = oldest
             .iter()
@@ -200,6 +202,7 @@ pub fn summary(db: &Db, o: &Opts) -> anyhow::Result<u8> {
             "needs_operator": needs_operator,
             "needs_operator_count": given_up.total,
             "listed_at_most": LISTED_AT_MOST,
+            "settle_requests": undecided,
         });
         return Ok(cli::print_object("inspect", v, EXIT_SETTLED));
     }
@@ -244,6 +247,7 @@ pub fn summary(db: &Db, o: &Opts) -> anyhow::Result<u8> {
     if let Some(more) = more_line(&given_up) {
         println!("{more}");
     }
+    println!("{}", undecided_line(&undecided));
     Ok(EXIT_SETTLED)
 }
 
@@ -299,4 +303,25 @@ pub fn list(
         );
     }
     Ok(EXIT_SETTLED)
+}
+
+/// Settlement requests waiting for a second person (`inspect requests`), and those that
+/// expired undecided (each a GUID someone asked to settle and nobody did).
+fn undecided_line(u: &Undecided) -> String {
+    let oldest = u.oldest_pending_secs.map_or(String::new(), |s| {
+        let s = s.round() as u64;
+        format!(", the oldest made {} ago ({s} s)", human(s))
+    });
+    let mut line = format!(
+        "settlement requests pending a second person: {}{oldest}",
+        u.pending
+    );
+    if u.expired > 0 {
+        line.push_str(&format!(
+            "; {} expired undecided (the GUID is still in doubt: close with `inspect reject`, \
+             and ask again)",
+            u.expired
+        ));
+    }
+    line
 }

@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::error::LedgerError;
 use crate::postgres::PgStore;
+use crate::settle_request::Undecided;
 use crate::sqlite::{Ledger, moved};
 use crate::state::Row;
 use crate::store::Store;
@@ -91,6 +92,13 @@ impl LockedSource {
     /// Every row, as the lock keeps them.
     pub fn rows(&self) -> Result<Vec<Row>, LedgerError> {
         self.ledger.all_rows()
+    }
+
+    /// The settlement requests still undecided (pending or expired): the copy does not carry
+    /// requests (PostgreSQL records a maker only as its own session's role), so an undecided
+    /// one would be left behind in a sealed ledger where nobody can decide it.
+    pub fn undecided_requests(&self) -> Result<Undecided, LedgerError> {
+        self.ledger.undecided_settle_requests()
     }
 
     /// Marks the ledger moved to `to` (a URL, its password masked), shuts its writes, and

@@ -103,6 +103,29 @@ pub struct SettleRequest {
     pub decision_reason: Option<String>,
 }
 
+/// Which requests a listing gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listed<'a> {
+    /// The pending ones (undecided, not expired), oldest first, at most `limit`.
+    Pending,
+    /// The newest `limit`, whatever their status, oldest first.
+    All,
+    /// Those of one GUID, oldest first, at most `limit`.
+    Of(&'a str),
+}
+
+/// The requests still undecided, for `inspect summary` and the relay's metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Undecided {
+    /// Pending: undecided and not expired.
+    pub pending: u64,
+    /// Seconds since the oldest pending request was made (`None`: none pending).
+    pub oldest_pending_secs: Option<f64>,
+    /// Undecided past their expiry: no longer approvable, and nobody closed them
+    /// (`inspect reject` does); each is a GUID someone asked to settle and nobody did.
+    pub expired: u64,
+}
+
 /// What an approval or a rejection came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decided {

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::error::{LedgerError, Result};
 use crate::page::{Counted, Cursor, Page, PageQuery, page_of};
 use crate::recovery::{Booked, LedgerEvent, Recovery};
-use crate::settle_request::{Decided, NewRequest, SettleRequest};
+use crate::settle_request::{Decided, Listed, NewRequest, SettleRequest, Undecided};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 
 /// The GUID of `/healthz`'s probe row: spaces and a slash, so no channel can ever send it
@@ -232,14 +232,19 @@ pub trait Store: Send + Sync {
     fn make_settle_request(&self, request: &NewRequest) -> Result<i64>;
     /// One settlement request by id.
     fn settle_request(&self, id: i64) -> Result<Option<SettleRequest>>;
-    /// The pending settlement requests (undecided, not expired), oldest first, at most
-    /// `limit`; with `all`, the newest `limit` requests whatever their status, oldest first.
-    fn settle_requests(&self, all: bool, limit: u64) -> Result<Vec<SettleRequest>>;
+    /// The settlement requests `which` names, at most `limit` (see [`Listed`]).
+    fn settle_requests(&self, which: Listed<'_>, limit: u64) -> Result<Vec<SettleRequest>>;
+    /// How many requests are pending and since when, and how many expired undecided.
+    fn undecided_settle_requests(&self) -> Result<Undecided>;
+    /// Who this process acts for, as the ledger records a maker or a checker: the session's
+    /// role on PostgreSQL, the login (else real) user on SQLite.
+    fn identity(&self) -> Result<String>;
     /// Approves request `id` as the person this process acts for, and makes its change by
     /// one guarded UPDATE from the state and attempts it recorded, in one transaction: both,
     /// or neither. The ledger refuses it if that person made the request (an error).
     fn approve_settle_request(&self, id: i64, why: Option<&str>) -> Result<Decided>;
-    /// Rejects request `id` as the person this process acts for (not its maker).
+    /// Rejects request `id` as the person this process acts for (not its maker), pending or
+    /// expired: closed without a change.
     fn reject_settle_request(&self, id: i64, why: &str) -> Result<Decided>;
     /// Whether the relay should try the claim before reading the row: cheaper where a write
     /// that finds its row costs nothing (PostgreSQL), dearer where every write queues for

@@ -3,7 +3,9 @@
 //! one with other content is reported and left (exit 3; the SQLite ledger stays as it was,
 //! and a later run copies what is missing). The SQLite ledger's write lock is held for the
 //! whole copy (a ledger in use is refused, exit 1); a copy with nothing refused seals the
-//! SQLite ledger, after which every tool refuses it, naming where it went.
+//! SQLite ledger, after which every tool refuses it, naming where it went. A ledger with a
+//! settlement request still undecided is refused (exit 1): the sealed file would keep a
+//! request nobody could decide any more.
 
 use std::process::ExitCode;
 
@@ -44,6 +46,17 @@ fn run(args: Args) -> anyhow::Result<u8> {
         anyhow::bail!("--to must be a PostgreSQL ledger (postgres://…), not {to}");
     };
     let source = LockedSource::lock(path)?;
+    let open = source.undecided_requests()?;
+    if open.pending + open.expired > 0 {
+        anyhow::bail!(
+            "ledger {} has {} settlement request(s) pending and {} expired undecided: approve \
+             or reject them first (inspect requests --all), since the copy carries rows, not \
+             requests; nothing copied",
+            path.display(),
+            open.pending,
+            open.expired
+        );
+    }
     let target = PgStore::open(
         (**url).clone(),
         Settings {

@@ -98,6 +98,8 @@ pub struct Metrics {
     pub needs_operator: IntGauge,
     /// FAILED/E902 rows at reprocess's attempt cap, as last sampled.
     pub at_attempt_cap: IntGauge,
+    /// Settlement requests waiting for a second person, and expired undecided.
+    pub settle_requests: sample::RequestGauges,
     /// When the ledger was last sampled (Unix seconds).
     pub sampled_at: Gauge,
     /// Held while a sample sets its gauges and while a scrape gathers: a scrape shows one
@@ -284,6 +286,7 @@ impl Metrics {
                 "FAILED/E902 rows with at least --max-attempts attempts: reprocess no longer \
                  resends them (inspect summary lists them); sampled every 10 s.",
             ),
+            settle_requests: sample::RequestGauges::new(&r),
             sampled_at: reg(
                 &r,
                 Gauge::new(

@@ -219,7 +219,10 @@ pub fn summary_and_pages_of_a_million_rows() {
     assert!(out.contains(&more), "{out}");
     assert!(out.contains("need an operator): 5000\n"), "{out}");
     assert!(
-        out.ends_with("\n  and 4980 more (the first 20 listed)\n"),
+        out.ends_with(
+            "\n  and 4980 more (the first 20 listed)\n\
+             settlement requests pending a second person: 0\n"
+        ),
         "{out}"
     );
 

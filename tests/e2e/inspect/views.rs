@@ -168,12 +168,17 @@ fn summary_of_an_empty_ledger() {
          oldest FAILED: none\n\
          at the attempt cap (FAILED/E902 with 3 or more attempts; reprocess no longer resends \
          them): 0\n\
-         given up by resolve (20 or more failed inquiries; need an operator): 0\n"
+         given up by resolve (20 or more failed inquiries; need an operator): 0\n\
+         settlement requests pending a second person: 0\n"
     );
     let j = inspect(&s.db, &["summary", "--json"]).json();
     assert_eq!(
         j["oldest"],
         json!({"UNKNOWN": null, "SENT": null, "FAILED": null})
+    );
+    assert_eq!(
+        j["settle_requests"],
+        json!({"pending": 0, "oldest_pending_secs": null, "expired": 0})
     );
 }
 

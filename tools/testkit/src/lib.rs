@@ -16,6 +16,8 @@ pub mod pg;
 pub mod pki;
 pub mod process;
 pub mod proxy;
+#[cfg(feature = "ledger")]
+pub mod second_person;
 pub mod spawn;
 #[cfg(feature = "ledger")]
 pub mod temp_ledger;

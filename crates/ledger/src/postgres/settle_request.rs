@@ -5,7 +5,9 @@
 use super::PgStore;
 use super::sql::ACTOR;
 use crate::error::Result;
-use crate::settle_request::{Decided, NewRequest, SettleRequest, Status, approval_reason};
+use crate::settle_request::{
+    Decided, Listed, NewRequest, SettleRequest, Status, Undecided, approval_reason,
+};
 use crate::state::State;
 
 macro_rules! columns {
@@ -41,10 +43,21 @@ const ALL: &str = concat!(
     columns!(),
     " FROM settle_request ORDER BY id DESC LIMIT $1) r ORDER BY id"
 );
-/// The trigger writes the checker (session_user) and the decision's time.
+const OF_GUID: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM settle_request WHERE guid = $2 ORDER BY id LIMIT $1"
+);
+const UNDECIDED: &str = "\
+    SELECT count(*) FILTER (WHERE expires_at > now()), \
+           EXTRACT(EPOCH FROM now() - min(made_at) FILTER (WHERE expires_at > now()))::float8, \
+           count(*) FILTER (WHERE expires_at <= now()) \
+    FROM settle_request WHERE status = 'pending'";
+/// The trigger writes the checker (session_user) and the decision's time. An expired request
+/// can still be rejected (closed), never approved.
 const DECIDE: &str = "\
     UPDATE settle_request SET status = $2, decision_reason = $3 \
-    WHERE id = $1 AND status = 'pending' AND expires_at > now()";
+    WHERE id = $1 AND status = 'pending' AND ($2 = 'rejected' OR expires_at > now())";
 /// The approved change: one guarded UPDATE from the state and attempts the request saw.
 const CHANGE: &str = "\
     UPDATE tx SET state = r.to_state, rsp_code = r.rsp_code, response = r.response, \
@@ -129,19 +142,47 @@ impl PgStore {
         })
     }
 
-    pub(super) fn requests(&self, all: bool, limit: u64) -> Result<Vec<SettleRequest>> {
+    pub(super) fn requests(&self, which: Listed<'_>, limit: u64) -> Result<Vec<SettleRequest>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (sql, guid) = match which {
+            Listed::Pending => (PENDING, None),
+            Listed::All => (ALL, None),
+            Listed::Of(g) => (OF_GUID, Some(g.to_string())),
+        };
         self.pool.run("reading settlement requests", move |c| {
             let has = c.prepared(HAS_TABLE)?;
             if !c.client.query_one(&has, &[])?.get::<_, bool>(0) {
                 return Ok(Vec::new());
             }
-            let st = c.prepared(if all { ALL } else { PENDING })?;
-            c.client
-                .query(&st, &[&limit])?
-                .iter()
-                .map(request)
-                .collect()
+            let st = c.prepared(sql)?;
+            let rows = match &guid {
+                Some(g) => c.client.query(&st, &[&limit, g])?,
+                None => c.client.query(&st, &[&limit])?,
+            };
+            rows.iter().map(request).collect()
+        })
+    }
+
+    pub(super) fn undecided(&self) -> Result<Undecided> {
+        self.pool
+            .run("counting undecided settlement requests", move |c| {
+                let has = c.prepared(HAS_TABLE)?;
+                if !c.client.query_one(&has, &[])?.get::<_, bool>(0) {
+                    return Ok(Undecided::default());
+                }
+                let st = c.prepared(UNDECIDED)?;
+                let r = c.client.query_one(&st, &[])?;
+                Ok(Undecided {
+                    pending: r.try_get::<_, i64>(0)?.max(0) as u64,
+                    oldest_pending_secs: r.try_get::<_, Option<f64>>(1)?.map(|s| s.max(0.0)),
+                    expired: r.try_get::<_, i64>(2)?.max(0) as u64,
+                })
+            })
+    }
+
+    pub(super) fn session_user(&self) -> Result<String> {
+        self.pool.run("reading the session's role", move |c| {
+            Ok(c.client.query_one("SELECT session_user::text", &[])?.get(0))
         })
     }
 

@@ -6,7 +6,7 @@ use super::{PgStore, attempts, int, limit, params, record};
 use crate::error::Result;
 use crate::page::{Counted, Cursor};
 use crate::recovery::{Booked, LedgerEvent, Recovery};
-use crate::settle_request::{Decided, NewRequest, SettleRequest};
+use crate::settle_request::{Decided, Listed, NewRequest, SettleRequest, Undecided};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{
     Durability, INQUIRY_BACKOFF_MAX_DOUBLINGS, InquiryRecord, Store, backoff_base_secs,
@@ -328,8 +328,16 @@ impl Store for PgStore {
         self.request(id)
     }
 
-    fn settle_requests(&self, all: bool, limit: u64) -> Result<Vec<SettleRequest>> {
-        self.requests(all, limit)
+    fn settle_requests(&self, which: Listed<'_>, limit: u64) -> Result<Vec<SettleRequest>> {
+        self.requests(which, limit)
+    }
+
+    fn undecided_settle_requests(&self) -> Result<Undecided> {
+        self.undecided()
+    }
+
+    fn identity(&self) -> Result<String> {
+        self.session_user()
     }
 
     fn approve_settle_request(&self, id: i64, why: Option<&str>) -> Result<Decided> {

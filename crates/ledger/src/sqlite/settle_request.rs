@@ -8,7 +8,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::Ledger;
 use crate::error::Result;
 use crate::settle_request::{
-    Decided, NewRequest, SQLITE_IDENTITY_FUNCTION, SettleRequest, Status, approval_reason,
+    Decided, Listed, NewRequest, SQLITE_IDENTITY_FUNCTION, SettleRequest, Status, Undecided,
+    approval_reason,
 };
 use crate::state::State;
 
@@ -118,26 +119,61 @@ impl Ledger {
             .optional()?)
     }
 
-    /// The requests still pending (undecided and not expired), oldest first, or with `all`
-    /// every request, newest `limit` of them.
-    pub fn settle_requests(&self, all: bool, limit: u64) -> Result<Vec<SettleRequest>> {
+    /// The requests `which` names, at most `limit` of them (see [`Listed`]).
+    pub fn settle_requests(&self, which: Listed<'_>, limit: u64) -> Result<Vec<SettleRequest>> {
         if !self.has_settle_requests()? {
             return Ok(Vec::new());
         }
-        let sql = if all {
-            format!(
-                "SELECT * FROM (SELECT {COLUMNS} FROM settle_request ORDER BY id DESC LIMIT ?1) \
-                 ORDER BY id"
-            )
-        } else {
-            format!(
-                "SELECT {COLUMNS} FROM settle_request WHERE status = 'pending' \
-                 AND expires_at > {NOW} ORDER BY id LIMIT ?1"
-            )
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (sql, guid) = match which {
+            Listed::All => (
+                format!(
+                    "SELECT * FROM (SELECT {COLUMNS} FROM settle_request ORDER BY id DESC \
+                     LIMIT ?1) ORDER BY id"
+                ),
+                None,
+            ),
+            Listed::Pending => (
+                format!(
+                    "SELECT {COLUMNS} FROM settle_request WHERE status = 'pending' \
+                     AND expires_at > {NOW} ORDER BY id LIMIT ?1"
+                ),
+                None,
+            ),
+            Listed::Of(guid) => (
+                format!(
+                    "SELECT {COLUMNS} FROM settle_request WHERE guid = ?2 ORDER BY id LIMIT ?1"
+                ),
+                Some(guid),
+            ),
         };
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map([limit as i64], request)?;
+        let rows = match guid {
+            Some(g) => stmt.query_map(params![limit, g], request)?,
+            None => stmt.query_map([limit], request)?,
+        };
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The undecided requests: how many pending, the oldest's age, how many expired.
+    pub fn undecided_settle_requests(&self) -> Result<Undecided> {
+        if !self.has_settle_requests()? {
+            return Ok(Undecided::default());
+        }
+        let sql = format!(
+            "SELECT count(*) FILTER (WHERE expires_at > {NOW}), \
+                    (julianday('now') - julianday(min(made_at) FILTER (WHERE expires_at > {NOW}))) \
+                        * 86400.0, \
+                    count(*) FILTER (WHERE expires_at <= {NOW}) \
+             FROM settle_request WHERE status = 'pending'"
+        );
+        Ok(self.conn.prepare_cached(&sql)?.query_row([], |r| {
+            Ok(Undecided {
+                pending: r.get::<_, i64>(0)?.max(0) as u64,
+                oldest_pending_secs: r.get::<_, Option<f64>>(1)?.map(|s| s.max(0.0)),
+                expired: r.get::<_, i64>(2)?.max(0) as u64,
+            })
+        })?)
     }
 
     /// Carries out request `id` as the person this process acts for: in one transaction the
@@ -154,7 +190,8 @@ impl Ledger {
         })
     }
 
-    /// Closes request `id` without a change, as the person this process acts for.
+    /// Closes request `id` without a change, as the person this process acts for (an expired
+    /// request too: closing it changes nothing).
     pub fn reject_settle_request(&self, id: i64, why: &str) -> Result<Decided> {
         self.decide(id, "rejected", Some(why), |_| Ok(true))
     }
@@ -172,7 +209,7 @@ impl Ledger {
         let decide = format!(
             "UPDATE settle_request SET status = ?2, checker = txrelay_identity(), \
              decided_at = {NOW}, decision_reason = ?3 \
-             WHERE id = ?1 AND status = 'pending' AND expires_at > {NOW}"
+             WHERE id = ?1 AND status = 'pending' AND (?2 = 'rejected' OR expires_at > {NOW})"
         );
         self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         let outcome = (|| -> Result<Option<Decided>> {

@@ -9,7 +9,7 @@ use super::Ledger;
 use crate::error::Result;
 use crate::page::{Counted, Cursor};
 use crate::recovery::{Booked, LedgerEvent, Recovery};
-use crate::settle_request::{Decided, NewRequest, SettleRequest};
+use crate::settle_request::{Decided, Listed, NewRequest, SettleRequest, Undecided};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{Durability, InquiryRecord, Store, health_read_back};
 
@@ -146,8 +146,14 @@ impl<H: Hold> Store for H {
     fn settle_request(&self, id: i64) -> Result<Option<SettleRequest>> {
         self.read_with(|l| l.settle_request(id))
     }
-    fn settle_requests(&self, all: bool, limit: u64) -> Result<Vec<SettleRequest>> {
-        self.read_with(|l| l.settle_requests(all, limit))
+    fn settle_requests(&self, which: Listed<'_>, limit: u64) -> Result<Vec<SettleRequest>> {
+        self.read_with(|l| l.settle_requests(which, limit))
+    }
+    fn undecided_settle_requests(&self) -> Result<Undecided> {
+        self.read_with(|l| l.undecided_settle_requests())
+    }
+    fn identity(&self) -> Result<String> {
+        Ok(crate::identity::operator())
     }
     fn approve_settle_request(&self, id: i64, why: Option<&str>) -> Result<Decided> {
         let why = why.map(str::to_string);

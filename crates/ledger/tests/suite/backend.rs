@@ -84,42 +84,12 @@ impl Backend {
         }
     }
 
-    /// PostgreSQL: a login role of its own, not a superuser, with the rights an operator's
-    /// role has on this test's schema.
-    pub fn other_role(&self) -> String {
-        let schema: String = self
-            .arg
-            .rsplit("search_path%3D")
-            .next()
-            .unwrap()
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        let role = format!("person_{schema}");
-        let mut c = postgres::Client::connect(&self.arg, postgres::NoTls).unwrap();
-        c.batch_execute(&format!(
-            "DO $$ BEGIN CREATE ROLE {role} LOGIN; \
-             EXCEPTION WHEN duplicate_object THEN NULL; END $$; \
-             GRANT USAGE ON SCHEMA {schema} TO {role}; \
-             GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}; \
-             GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}"
-        ))
-        .unwrap();
-        role
-    }
-
-    /// PostgreSQL: the tools' store, logged in as `role`.
-    pub fn open_as(&self, role: &str) -> Arc<dyn Store> {
-        let url = self
-            .arg
-            .replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
-        assert_ne!(
-            url, self.arg,
-            "the URL names no user to replace: {}",
-            self.arg
-        );
+    /// PostgreSQL: the tools' store, logged in as a role of its own (not a superuser, with
+    /// an operator's rights on this test's schema), and that role's name.
+    pub fn as_other_role(&self) -> (Arc<dyn Store>, String) {
+        let (role, url) = testkit::second_person::postgres_role(&self.arg);
         let db: Db = url.parse().unwrap();
-        db.open(Access::Tool, "suite").unwrap()
+        (db.open(Access::Tool, "suite").unwrap(), role)
     }
 
     /// The store the batch tools use.

@@ -4,7 +4,7 @@
 //! guarded change from the state and attempts the request saw, made with the decision or not
 //! at all; a request is decided once, and an expired one not at all.
 
-use ledger::settle_request::{Decided, NewRequest, Status};
+use ledger::settle_request::{Decided, Listed, NewRequest, Status};
 use ledger::{Db, State};
 
 use crate::backend::{Backend, Hand};
@@ -64,8 +64,7 @@ fn make_as_someone_else(b: &Backend, n: &NewRequest) -> (i64, String) {
             (id, "someone-else".into())
         }
         Db::Postgres(_) => {
-            let role = b.other_role();
-            let store = b.open_as(&role);
+            let (store, role) = b.as_other_role();
             (store.make_settle_request(n).unwrap(), role)
         }
     }
@@ -95,8 +94,12 @@ pub fn the_maker_cannot_approve_and_another_person_carries_it_out(b: &Backend) {
     let mine = me
         .make_settle_request(&new_request("SR-1", 1, 3600))
         .unwrap();
-    let pending = me.settle_requests(false, 10).unwrap();
+    let pending = me.settle_requests(Listed::Pending, 10).unwrap();
     assert_eq!(pending.len(), 1);
+    assert_eq!(me.identity().unwrap(), b.me());
+    let u = me.undecided_settle_requests().unwrap();
+    assert_eq!((u.pending, u.expired), (1, 0));
+    assert!(u.oldest_pending_secs.is_some_and(|s| s < 60.0), "{u:?}");
     let r = &pending[0];
     assert_eq!(
         (r.id, r.guid.as_str(), r.status),
@@ -147,8 +150,16 @@ pub fn the_maker_cannot_approve_and_another_person_carries_it_out(b: &Backend) {
         me.approve_settle_request(theirs, None).unwrap(),
         Decided::NotPending(r) if r.status == Status::Approved
     ));
-    assert_eq!(me.settle_requests(false, 10).unwrap().len(), 1);
-    assert_eq!(me.settle_requests(true, 10).unwrap().len(), 2);
+    assert_eq!(me.settle_requests(Listed::Pending, 10).unwrap().len(), 1);
+    assert_eq!(me.settle_requests(Listed::All, 10).unwrap().len(), 2);
+    let of: Vec<i64> = me
+        .settle_requests(Listed::Of("SR-2"), 10)
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(of, [theirs]);
+    assert_eq!(me.undecided_settle_requests().unwrap().pending, 1);
     assert!(matches!(
         me.approve_settle_request(999_999, None).unwrap(),
         Decided::NoSuchRequest
@@ -195,7 +206,7 @@ pub fn a_changed_row_an_expired_or_rejected_request_is_left_alone(b: &Backend) {
         Status::Expired
     );
     assert!(
-        !me.settle_requests(false, 10)
+        !me.settle_requests(Listed::Pending, 10)
             .unwrap()
             .iter()
             .any(|r| r.id == expired)
@@ -204,6 +215,14 @@ pub fn a_changed_row_an_expired_or_rejected_request_is_left_alone(b: &Backend) {
         me.approve_settle_request(expired, None).unwrap(),
         Decided::NotPending(r) if r.status == Status::Expired
     ));
+    assert_eq!(me.read("SR-E").unwrap().unwrap().state, State::Unknown);
+    let u = me.undecided_settle_requests().unwrap();
+    assert_eq!((u.pending, u.expired), (1, 1), "{u:?}");
+    // … but it can be closed (rejected): that changes nothing, and ends its alert.
+    let Decided::Done(r) = me.reject_settle_request(expired, "too late").unwrap() else {
+        panic!("an expired request not closed")
+    };
+    assert_eq!(r.status, Status::Rejected);
     assert_eq!(me.read("SR-E").unwrap().unwrap().state, State::Unknown);
     // Rejected: closed without a change, then not approvable.
     let (rejected, _) = make_as_someone_else(b, &new_request("SR-R", 2, 3600));

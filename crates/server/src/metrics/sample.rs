@@ -1,12 +1,15 @@
 //! Sampling the ledger into the gauges: rows by state, the oldest UNKNOWN and FAILED rows'
-//! ages, the GUIDs that need an operator and the rows at reprocess's attempt cap, each a
-//! query (a count or a `min`, never rows), read by a `Sampler` thread every
-//! `SAMPLE_INTERVAL` against the relay's `Thresholds`, not per scrape.
+//! ages, the GUIDs that need an operator, the rows at reprocess's attempt cap and the
+//! settlement requests waiting for a second person (`RequestGauges`), each a query (a count
+//! or a `min`, never rows), read by a `Sampler` thread every `SAMPLE_INTERVAL` against the
+//! relay's `Thresholds`, not per scrape.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use log::warn;
+use prometheus::{Gauge, IntGauge, Registry};
 
+use ledger::settle_request::Undecided;
 use ledger::state::State;
 use ledger::store::{DEFAULT_MAX_INQUIRIES, Store};
 
@@ -34,6 +37,49 @@ impl Default for Thresholds {
     }
 }
 
+/// The settlement requests still undecided (contract §12), as last sampled.
+pub struct RequestGauges {
+    pub pending: IntGauge,
+    pub oldest_pending: Gauge,
+    pub expired: IntGauge,
+}
+
+impl RequestGauges {
+    /// The gauges, registered with `r`.
+    pub fn new(r: &Registry) -> RequestGauges {
+        let int = |name: &str, help: &str| super::reg(r, IntGauge::new(name, help).expect("valid"));
+        RequestGauges {
+            pending: int(
+                "txrelay_settle_requests_pending",
+                "Settlement requests waiting for a second person (inspect requests lists \
+                 them), sampled every 10 s.",
+            ),
+            oldest_pending: super::reg(
+                r,
+                Gauge::new(
+                    "txrelay_settle_requests_oldest_pending_age_seconds",
+                    "Seconds since the oldest pending settlement request was made (0: none), \
+                     sampled every 10 s.",
+                )
+                .expect("valid gauge"),
+            ),
+            expired: int(
+                "txrelay_settle_requests_expired",
+                "Settlement requests past their expiry and undecided: no longer approvable, \
+                 the GUID still in doubt (close with inspect reject, ask again); sampled \
+                 every 10 s.",
+            ),
+        }
+    }
+
+    fn set(&self, u: &Undecided) {
+        self.pending.set(u.pending.min(i64::MAX as u64) as i64);
+        self.oldest_pending
+            .set(u.oldest_pending_secs.unwrap_or(0.0).max(0.0));
+        self.expired.set(u.expired.min(i64::MAX as u64) as i64);
+    }
+}
+
 /// How often the sampler reads rows by state and the oldest UNKNOWN row's age.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -53,6 +99,7 @@ impl Metrics {
                 at_attempt_cap: store
                     .at_attempt_cap(limits.max_attempts, 0)
                     .map(|c| c.total)?,
+                requests: store.undecided_settle_requests()?,
             })
         })();
         let sample = match sampled {
@@ -78,6 +125,7 @@ impl Metrics {
             .set(sample.oldest_failed.unwrap_or(0.0).max(0.0));
         self.needs_operator.set(sample.needs_operator);
         self.at_attempt_cap.set(sample.at_attempt_cap);
+        self.settle_requests.set(&sample.requests);
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
@@ -93,6 +141,7 @@ struct Sample {
     oldest_failed: Option<f64>,
     needs_operator: i64,
     at_attempt_cap: i64,
+    requests: Undecided,
 }
 
 /// The thread that samples the ledger every `SAMPLE_INTERVAL` (at once when started); it

@@ -32,6 +32,9 @@ fn the_exposition_has_every_family_with_help_and_type() {
         "txrelay_ledger_oldest_failed_age_seconds",
         "txrelay_ledger_needs_operator",
         "txrelay_ledger_failed_at_attempt_cap",
+        "txrelay_settle_requests_pending",
+        "txrelay_settle_requests_oldest_pending_age_seconds",
+        "txrelay_settle_requests_expired",
         "txrelay_ledger_recovering",
         "txrelay_recovery_inquiries_total",
         "txrelay_build_info",
@@ -78,6 +81,19 @@ fn a_sample_reads_counts_and_the_oldest_unknown_age() {
              ('c', 'DONE', 1, datetime('now'));",
         )
         .unwrap();
+    // Settlement requests: one pending (made two minutes ago), one expired undecided.
+    l.connection()
+        .execute_batch(
+            "INSERT INTO settle_request (guid, seen_state, seen_attempts, outcome, to_state, \
+             rsp_code, response, evidence, reason, maker, made_at, expires_at) VALUES \
+             ('a', 'UNKNOWN', 1, 'booked', 'DONE', '0000', x'00', 'e', 'r', \
+              txrelay_identity(), strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-120 seconds'), \
+              strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '+1 hour')), \
+             ('b', 'UNKNOWN', 1, 'booked', 'DONE', '0000', x'00', 'e', 'r', \
+              txrelay_identity(), strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-2 hours'), \
+              strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-1 hour'));",
+        )
+        .unwrap();
     let store: Arc<dyn Store> = Arc::new(Mutex::new(l));
     let oldest = store.oldest_age_secs(State::Unknown).unwrap().unwrap();
     assert!((3599.0..3700.0).contains(&oldest), "{oldest}");
@@ -92,6 +108,10 @@ fn a_sample_reads_counts_and_the_oldest_unknown_age() {
     assert!(m.sampled_at.get() > 0.0);
     assert_eq!(m.rows.with_label_values(&["UNKNOWN"]).get(), 2);
     assert_eq!(m.rows.with_label_values(&["DONE"]).get(), 1);
+    assert_eq!(m.settle_requests.pending.get(), 1);
+    assert_eq!(m.settle_requests.expired.get(), 1);
+    let age = m.settle_requests.oldest_pending.get();
+    assert!((119.0..200.0).contains(&age), "{age}");
 }
 
 /// A scrape shows one sample whole, never half of one: the rows by state and the ages

@@ -1,6 +1,8 @@
-//! `settle --booked`: DONE/0000 with the reply resolve would have built from the booking (a
-//! resend then gets exactly that reply, and resolve leaves the row alone); `--json`; a
-//! booking the reply cannot carry, or another amount, is refused.
+//! `settle --booked`, then `approve` by another person: DONE/0000 with the reply resolve would
+//! have built from the booking (a resend then gets exactly that reply, and resolve leaves the
+//! row alone), the history naming both people; the request and the approval in `--json`; a
+//! booking the reply cannot carry, or another amount, is refused when asked, with no request
+//! made.
 
 use super::*;
 
@@ -8,6 +10,8 @@ use super::*;
 fn booked_by_an_operator_then_a_resend_gets_that_reply_and_resolve_leaves_it() {
     skip_if_unavailable!();
     let s = Scene::new().core(&[]).relay(&[]).build();
+    let p = second_person!(&s.db);
+    let first = first_person(&s.db);
     // The core books it, then closes without answering: the relay cannot know.
     let m = msg("G-ST-BOOKED", 25, "DROP");
     assert_code(&s.call(&m), "E901");
@@ -18,19 +22,21 @@ fn booked_by_an_operator_then_a_resend_gets_that_reply_and_resolve_leaves_it() {
     let flags = booked_flags(&booking);
     let r = settle(
         &s.db,
+        &p,
         "G-ST-BOOKED",
         &strs(&flags),
         "core ops ticket 4711",
-        "alice",
     );
     r.expect_code(EXIT_SETTLED);
     assert_eq!(r.stderr(), "");
     let out = r.stdout();
     assert!(
-        out.starts_with(
-            "settle G-ST-BOOKED: UNKNOWN -> DONE/0000 (if state UNKNOWN, attempts 1), by \
-             operator:alice, reason: core ops ticket 4711\nreply: 0000 core_ref "
-        ),
+        out.starts_with(&format!(
+            "approve 1: settle G-ST-BOOKED: UNKNOWN -> DONE/0000 (if state UNKNOWN, attempts \
+             1), asked by {first}, approved by {}, reason: core ops ticket 4711\nreply: 0000 \
+             core_ref ",
+            p.name
+        )),
         "{out}"
     );
     assert!(out.ends_with("\nwritten\n"), "{out}");
@@ -51,7 +57,8 @@ fn booked_by_an_operator_then_a_resend_gets_that_reply_and_resolve_leaves_it() {
     );
     assert_eq!(s.core().bookings("G-ST-BOOKED"), 1);
 
-    // The history: the claim, the result, the operator's settlement with its reason.
+    // The history: the claim, the result, the settlement by the second person, whose reason
+    // names the request, both people and the maker's reason.
     let h = history(&s.db, "G-ST-BOOKED");
     let seen: Vec<_> = h
         .iter()
@@ -61,49 +68,53 @@ fn booked_by_an_operator_then_a_resend_gets_that_reply_and_resolve_leaves_it() {
                 h.to_state.as_deref(),
                 h.rsp_code.as_deref(),
                 h.who.as_str(),
-                // The relay's reason for UNKNOWN names the transport error: its kind only.
-                h.reason
-                    .as_deref()
-                    .map(|r| r.split(':').next().unwrap_or(r)),
             )
         })
         .collect();
+    let checker = format!("operator:{}", p.name);
     assert_eq!(
         seen,
         [
-            (None, Some("SENT"), None, "relay", None),
-            (
-                Some("SENT"),
-                Some("UNKNOWN"),
-                Some("E901"),
-                "relay",
-                Some("outcome unknown")
-            ),
+            (None, Some("SENT"), None, "relay"),
+            (Some("SENT"), Some("UNKNOWN"), Some("E901"), "relay"),
             (
                 Some("UNKNOWN"),
                 Some("DONE"),
                 Some("0000"),
-                "operator:alice",
-                Some("core ops ticket 4711")
+                checker.as_str()
             ),
         ]
     );
+    // The relay's reason for UNKNOWN names the transport error: its kind only.
+    let reasons: Vec<_> = h[..2]
+        .iter()
+        .map(|h| {
+            h.reason
+                .as_deref()
+                .map(|r| r.split(':').next().unwrap_or(r))
+        })
+        .collect();
+    assert_eq!(reasons, [None, Some("outcome unknown")]);
+    let why = approved_reason(&s.db, &p, 1, "booked", "core ops ticket 4711", None);
+    assert_eq!(h[2].reason.as_deref(), Some(why.as_str()));
     // … as `show` prints it.
     let r = inspect(&s.db, &["show", "G-ST-BOOKED"]);
     r.expect_code(EXIT_SETTLED);
     assert!(
         r.stdout()
-            .contains("\tUNKNOWN\tDONE\t0000\t1\t-\toperator:alice\tcore ops ticket 4711\n"),
+            .contains(&format!("\tUNKNOWN\tDONE\t0000\t1\t-\t{checker}\t{why}\n")),
         "{}",
         r.stdout()
     );
     let j = inspect(&s.db, &["show", "G-ST-BOOKED", "--json"]).json();
-    assert_eq!(j["history"][2]["who"], "operator:alice", "{j}");
+    assert_eq!(j["history"][2]["who"], checker, "{j}");
     assert_eq!(j["reply"]["core_ref"], booking["core_ref"], "{j}");
 
-    // Settled once: a second settlement finds a DONE row.
-    let r = settle(&s.db, "G-ST-BOOKED", &strs(&flags), "again", "alice");
+    // Settled once: a second request finds a DONE row, and none is made.
+    let r = settle(&s.db, &p, "G-ST-BOOKED", &strs(&flags), "again");
     assert_refused(&r, "G-ST-BOOKED", "the row is DONE/0000");
+    let j = inspect(&s.db, &["requests", "--all", "--json"]).json();
+    assert_eq!(j["requests"].as_array().map(Vec::len), Some(1), "{j}");
 }
 
 #[test]
@@ -111,9 +122,11 @@ fn booked_with_json_and_a_booking_the_reply_cannot_carry_or_another_amount() {
     skip_if_unavailable!();
     let m = msg("G-ST-JSON", 30, "");
     let s = Scene::new().row(RowSpec::unknown(&m).age(OLD)).build();
+    let p = second_person!(&s.db);
+    let first = first_person(&s.db);
     let before = rows_by_guid(&s.db);
     let booked = |core_ref: &str, amount: &str, at: &str| {
-        settle(
+        request(
             &s.db,
             "G-ST-JSON",
             &[
@@ -127,7 +140,6 @@ fn booked_with_json_and_a_booking_the_reply_cannot_carry_or_another_amount() {
                 "--json",
             ],
             "ticket 1",
-            "bob",
         )
     };
     // What booking_body refuses is a usage error naming the flag.
@@ -150,15 +162,21 @@ fn booked_with_json_and_a_booking_the_reply_cannot_carry_or_another_amount() {
     // Another amount than the request's is refused (a typo, or not this transfer).
     let r = booked("C1", "31", "2026-01-31T23:59:59Z");
     r.expect_code(EXIT_FATAL);
+    let j = r.json();
     assert_eq!(
-        r.json()["refused"]
-            .as_str()
-            .map(|w| w.contains("amount 30")),
-        Some(true)
+        j["refused"].as_str().map(|w| w.contains("amount 30")),
+        Some(true),
+        "{j}"
+    );
+    assert_eq!(
+        (&j["requested"], &j["written"]),
+        (&json!(false), &json!(false)),
+        "{j}"
     );
     assert_eq!(rows_by_guid(&s.db), before, "nothing changed");
 
-    // A booked_at with an offset is carried in UTC, as resolve carries the core's.
+    // A booked_at with an offset is carried in UTC, as resolve carries the core's. The
+    // request (the first one made: none of the above made one) changes no row.
     let r = booked("C00000000000000042", "30", "2026-02-01T01:30:00+02:00");
     r.expect_code(EXIT_SETTLED);
     let j = r.json();
@@ -168,22 +186,55 @@ fn booked_with_json_and_a_booking_the_reply_cannot_carry_or_another_amount() {
         "{j}"
     );
     assert_eq!(
-        (&j["written"], &j["dry_run"]),
-        (&json!(true), &json!(false))
+        (&j["request"], &j["requested"], &j["dry_run"]),
+        (&json!(1), &json!(true), &json!(false)),
+        "{j}"
     );
     assert_eq!(
-        (&j["who"], &j["reason"]),
-        (&json!("operator:bob"), &json!("ticket 1"))
+        (&j["maker"], &j["reason"], &j["outcome"]),
+        (&json!(first), &json!("ticket 1"), &json!("booked")),
+        "{j}"
+    );
+    let reply = json!({"code": "0000", "core_ref": "C00000000000000042", "amount": 30,
+                       "booked_at": "20260131233000"});
+    assert_eq!(j["reply"], reply, "{j}");
+    assert_eq!(rows_by_guid(&s.db), before, "a request changes no row");
+
+    // The approval, in JSON: the request as stored, decided by the second person, written.
+    let r = as_second(&p, &["approve", "1", "--json"]);
+    r.expect_code(EXIT_SETTLED);
+    let j = r.json();
+    assert_eq!(
+        (
+            &j["seen_state"],
+            &j["to_state"],
+            &j["rsp_code"],
+            &j["seen_attempts"]
+        ),
+        (&json!("UNKNOWN"), &json!("DONE"), &json!("0000"), &json!(1)),
+        "{j}"
     );
     assert_eq!(
-        j["reply"],
-        json!({"code": "0000", "core_ref": "C00000000000000042", "amount": 30,
-               "booked_at": "20260131233000"})
+        (&j["id"], &j["status"], &j["written"]),
+        (&json!(1), &json!("approved"), &json!(true)),
+        "{j}"
     );
+    assert_eq!(
+        (&j["maker"], &j["checker"], &j["reason"]),
+        (&json!(first), &json!(p.name), &json!("ticket 1")),
+        "{j}"
+    );
+    assert_eq!(j["reply"], reply, "{j}");
     let booking = json!({"core_ref": "C00000000000000042", "amount": 30,
                          "booked_at": "2026-01-31T23:30:00Z"});
     assert_eq!(
         s.db.row("G-ST-JSON").unwrap().response,
         Some(booked_reply(&m, &booking))
+    );
+    let last = history(&s.db, "G-ST-JSON").pop().unwrap();
+    assert_eq!(last.who, format!("operator:{}", p.name));
+    assert_eq!(
+        last.reason,
+        Some(approved_reason(&s.db, &p, 1, "booked", "ticket 1", None))
     );
 }

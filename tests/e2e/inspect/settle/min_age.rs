@@ -1,21 +1,23 @@
 //! `settle --not-booked` believes a 404 only for a row unchanged for `--min-age` (default 300
-//! s, resolve's deployed default; `INSPECT_MIN_AGE`): a row 62 s old, which a slow core may
-//! still be working on, is refused with how old it is, the min age and why, before the core
-//! is asked and with nothing written; with `--min-age 60` the same row is settled. Before,
-//! the stale-sent floor (60 s) was the only wait, and a slow core's transfer settled FAILED
-//! at 62 s was booked a second time by reprocess.
+//! s, resolve's deployed default; `INSPECT_MIN_AGE`): the request for a row 62 s old, which
+//! a slow core may still be working on, is refused with how old it is, the min age and why,
+//! before the core is asked and with nothing written (no request made); with `--min-age 60`
+//! the request is made for the same row, recording that guard, and another person's approval
+//! settles it. Before, the stale-sent floor (60 s) was the only wait, and a slow core's
+//! transfer settled FAILED at 62 s was booked a second time by reprocess.
 
 use super::*;
 
 /// Past the stale-sent floor (the old wait), short of the default `--min-age`.
 const YOUNG: u64 = 62;
 
-/// `inspect --db DB settle GUID ARGS… --reason R --operator O` with `env` set.
-fn settle_with_env(db: &TempLedger, guid: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+/// `inspect --db DB settle GUID ARGS… --reason R` (a request, by the first person) with
+/// `env` set.
+fn request_with_env(db: &TempLedger, guid: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
     let argv = [
         &["--db", db.arg(), "settle", guid][..],
         args,
-        &["--reason", "core ops: never arrived", "--operator", "jo"],
+        &["--reason", "core ops: never arrived"],
     ]
     .concat();
     Run::with_env(
@@ -44,6 +46,8 @@ fn not_booked_refuses_a_row_younger_than_min_age_and_settles_it_with_a_lower_one
         .core(&[])
         .row(RowSpec::unknown(&m).age(YOUNG))
         .build();
+    let p = second_person!(&s.db);
+    let first = first_person(&s.db);
     booked_canary(&s, "G-MA-CANARY");
     let core = s.core().url();
     let not_booked = ["--not-booked", "--core", core.as_str()];
@@ -56,10 +60,10 @@ fn not_booked_refuses_a_row_younger_than_min_age_and_settles_it_with_a_lower_one
     for extra in [&[][..], &["--dry-run"]] {
         let r = settle(
             &s.db,
+            &p,
             "G-MA-SLOW",
             &[&not_booked[..], extra].concat(),
             "core ops: never arrived",
-            "jo",
         );
         assert_refused(
             &r,
@@ -74,15 +78,15 @@ fn not_booked_refuses_a_row_younger_than_min_age_and_settles_it_with_a_lower_one
     // With --json: the refusal is one object on stdout too, as every failure's.
     let r = settle(
         &s.db,
+        &p,
         "G-MA-SLOW",
         &[&not_booked[..], &["--json"]].concat(),
         "r",
-        "jo",
     );
     let j = assert_one_json_object(&r, "inspect", EXIT_FATAL);
     assert_eq!(
-        (&j["exit"], &j["written"]),
-        (&json!(1), &json!(false)),
+        (&j["exit"], &j["written"], &j["requested"]),
+        (&json!(1), &json!(false), &json!(false)),
         "{j}"
     );
     assert!(
@@ -94,10 +98,10 @@ fn not_booked_refuses_a_row_younger_than_min_age_and_settles_it_with_a_lower_one
     // Under the stale-sent floor is a usage error naming the flag.
     let r = settle(
         &s.db,
+        &p,
         "G-MA-SLOW",
         &[&not_booked[..], &["--min-age", "59"]].concat(),
         "r",
-        "jo",
     );
     r.expect_code(EXIT_USAGE);
     assert!(
@@ -106,41 +110,62 @@ fn not_booked_refuses_a_row_younger_than_min_age_and_settles_it_with_a_lower_one
         r.stderr()
     );
     // The environment twin, and the flag winning over it.
-    let r = settle_with_env(
+    let r = request_with_env(
         &s.db,
         "G-MA-SLOW",
         &[&not_booked[..], &["--min-age", "300"]].concat(),
         &[("INSPECT_MIN_AGE", "60")],
     );
     assert_refused(&r, "G-MA-SLOW", "less than --min-age (300 s)");
-    let r = settle_with_env(
+    let r = request_with_env(
         &s.db,
         "G-MA-SLOW",
         &[&not_booked[..], &["--dry-run", "--json"]].concat(),
         &[("INSPECT_MIN_AGE", "60")],
     );
     r.expect_code(EXIT_SETTLED);
-    assert_eq!(r.json()["unchanged_for_secs"], 60, "{}", r.stdout());
+    let j = r.json();
+    assert_eq!(j["unchanged_for_secs"], 60, "{j}");
+    assert_eq!(
+        (&j["dry_run"], &j["requested"], &j["request"]),
+        (&json!(true), &json!(false), &Value::Null),
+        "{j}"
+    );
     // Only the dry run asked the core (the canary and the inquiry): every refusal above came
     // before any question.
     assert_eq!(s.core().inquiries(), asked + 2, "only the dry run asked");
     assert_eq!(rows_by_guid(&s.db), before, "nothing written");
     assert_eq!(history(&s.db, "G-MA-SLOW"), history_before);
+    let j = inspect(&s.db, &["requests", "--all", "--json"]).json();
+    assert_eq!(j["requests"], json!([]), "no request made: {j}");
 
-    // With --min-age 60 (a core known to answer within a minute): settled, guarded by it.
-    let r = settle(
+    // With --min-age 60 (a core known to answer within a minute): requested, guarded by it,
+    // and settled by the approval, under the same guard.
+    let r = request(
         &s.db,
         "G-MA-SLOW",
         &[&not_booked[..], &["--min-age", "60"]].concat(),
         "core ops: never arrived",
-        "jo",
     );
     r.expect_code(EXIT_SETTLED);
     assert!(
-        r.stdout().starts_with(
-            "settle G-MA-SLOW: UNKNOWN -> FAILED/E902 (if state UNKNOWN, attempts 1, unchanged \
-             for 60 s), by operator:jo"
-        ),
+        r.stdout().starts_with(&format!(
+            "settle G-MA-SLOW: request 1: UNKNOWN -> FAILED/E902 (if state UNKNOWN, attempts 1, \
+             unchanged for 60 s), asked by {first}, reason: core ops: never arrived\n"
+        )),
+        "{}",
+        r.stdout()
+    );
+    assert_eq!(rows_by_guid(&s.db), before, "a request changes no row");
+    let r = as_second(&p, &["approve", "1", "--core", &core]);
+    r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stdout().starts_with(&format!(
+            "approve 1: settle G-MA-SLOW: UNKNOWN -> FAILED/E902 (if state UNKNOWN, attempts 1, \
+             unchanged for 60 s), asked by {first}, approved by {}, reason: core ops: never \
+             arrived\n",
+            p.name
+        )),
         "{}",
         r.stdout()
     );
@@ -158,15 +183,17 @@ fn min_age_holds_a_sent_row_too_and_not_a_booking() {
         .core(&[])
         .row(RowSpec::sent(&m).age(OLD))
         .build();
+    let p = second_person!(&s.db);
+    let first = first_person(&s.db);
     booked_canary(&s, "G-MA-SENT-CANARY");
     let core = s.core().url();
     let before = rows_by_guid(&s.db);
     let r = settle(
         &s.db,
+        &p,
         "G-MA-SENT",
         &["--not-booked", "--core", &core],
         "relay host died",
-        "jo",
     );
     assert_refused(
         &r,
@@ -178,8 +205,8 @@ fn min_age_holds_a_sent_row_too_and_not_a_booking() {
     assert_eq!(rows_by_guid(&s.db), before, "nothing written");
 
     // --min-age is --not-booked's: --booked settles the row past the floor, as before, even
-    // with INSPECT_MIN_AGE set.
-    let r = settle_with_env(
+    // with INSPECT_MIN_AGE set (where it is asked, and where it is approved).
+    let r = request_with_env(
         &s.db,
         "G-MA-SENT",
         &[
@@ -195,10 +222,27 @@ fn min_age_holds_a_sent_row_too_and_not_a_booking() {
     );
     r.expect_code(EXIT_SETTLED);
     assert!(
-        r.stdout().starts_with(
-            "settle G-MA-SENT: SENT -> DONE/0000 (if state SENT, attempts 1, unchanged for 60 s)"
-        ),
+        r.stdout().starts_with(&format!(
+            "settle G-MA-SENT: request 1: SENT -> DONE/0000 (if state SENT, attempts 1, \
+             unchanged for 60 s), asked by {first}, "
+        )),
         "{}",
         r.stdout()
+    );
+    let r = as_second_with_env(&p, &["approve", "1"], &[("INSPECT_MIN_AGE", "3600")]);
+    r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stdout().starts_with(&format!(
+            "approve 1: settle G-MA-SENT: SENT -> DONE/0000 (if state SENT, attempts 1, \
+             unchanged for 60 s), asked by {first}, approved by {}, ",
+            p.name
+        )),
+        "{}",
+        r.stdout()
+    );
+    let row = s.db.row("G-MA-SENT").unwrap();
+    assert_eq!(
+        (row.state, row.rsp_code.as_deref(), row.attempts),
+        (State::Done, Some("0000"), Some(1))
     );
 }

@@ -1,6 +1,8 @@
-//! `settle --not-booked`: FAILED/E902 only while the core's inquiry answers 404 and that
-//! core knows the ledger's newest booking (the canary), then reprocess books it once;
-//! otherwise refused, unless `--force`.
+//! `settle --not-booked`, then `approve` by another person: FAILED/E902 only while the core's
+//! inquiry answers 404 and that core knows the ledger's newest booking (the canary), asked
+//! when the request is made and again at the approval, then reprocess books it once;
+//! otherwise refused when asked (no request made), unless `--force`, which the request's
+//! reason and the history say, with what the core said each time.
 
 use super::*;
 
@@ -13,31 +15,66 @@ fn not_booked_while_the_core_answers_404_then_reprocess_books_it_once() {
         .relay(&[])
         .row(RowSpec::unknown(&m).age(HOUR))
         .build();
+    let p = second_person!(&s.db);
+    let first = first_person(&s.db);
     booked_canary(&s, "G-ST-NOT-CANARY");
     assert_eq!(s.core().inquiry("G-ST-NOT"), None, "never booked");
     let core = s.core().url();
+    let before = rows_by_guid(&s.db);
 
-    let r = settle(
+    let r = request(
         &s.db,
         "G-ST-NOT",
         &["--not-booked", "--core", &core],
         "core ops: never arrived (ticket 7)",
-        "carol",
     );
+    r.expect_code(EXIT_SETTLED);
+    let out = r.stdout();
+    assert!(
+        out.starts_with(&format!(
+            "settle G-ST-NOT: request 1: UNKNOWN -> FAILED/E902 (if state UNKNOWN, attempts 1, \
+             unchanged for 300 s), asked by {first}, reason: core ops: never arrived (ticket \
+             7)\n\
+             inquiry: 404 (never booked)\n\
+             reply: E902 (header only)\n\
+             requested: pending until "
+        )),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("`inspect approve 1` or closes it with `inspect reject 1 --reason TEXT`\n"),
+        "{out}"
+    );
+    assert_eq!(rows_by_guid(&s.db), before, "a request changes no row");
+
+    // The approval asks the core again, and says what it answered.
+    let r = as_second(&p, &["approve", "1", "--core", &core]);
     r.expect_code(EXIT_SETTLED);
     assert_eq!(
         r.stdout(),
-        "settle G-ST-NOT: UNKNOWN -> FAILED/E902 (if state UNKNOWN, attempts 1, unchanged for \
-         300 s), by operator:carol, reason: core ops: never arrived (ticket 7)\n\
-         inquiry: 404 (never booked)\n\
-         reply: E902 (header only)\n\
-         written\n"
+        format!(
+            "approve 1: settle G-ST-NOT: UNKNOWN -> FAILED/E902 (if state UNKNOWN, attempts 1, \
+             unchanged for 300 s), asked by {first}, approved by {}, reason: core ops: never \
+             arrived (ticket 7)\n\
+             approval: inquiry at approval: 404 (never booked)\n\
+             reply: E902 (header only)\n\
+             written\n",
+            p.name
+        )
     );
     assert_failed_e902(&s.db, &m, 1);
     let last = history(&s.db, "G-ST-NOT").pop().unwrap();
+    assert_eq!(last.who, format!("operator:{}", p.name));
     assert_eq!(
-        (last.who.as_str(), last.reason.as_deref()),
-        ("operator:carol", Some("core ops: never arrived (ticket 7)"))
+        last.reason,
+        Some(approved_reason(
+            &s.db,
+            &p,
+            1,
+            "not-booked",
+            "core ops: never arrived (ticket 7)",
+            Some("inquiry at approval: 404 (never booked)"),
+        ))
     );
 
     // Now reprocess may resend it: booked once, and a resend gets the booking.
@@ -64,6 +101,7 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
             RowSpec::unknown(&down).age(HOUR),
         ])
         .build();
+    let p = second_person!(&s.db);
     s.core().book(&m);
     booked_canary(&s, "G-ST-YES-CANARY");
     let core = s.core().url();
@@ -72,10 +110,10 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
     // The core booked it: refused, with the booking to settle --booked with.
     let r = settle(
         &s.db,
+        &p,
         "G-ST-YES",
         &["--not-booked", "--core", &core],
         "r",
-        "dave",
     );
     assert_refused(
         &r,
@@ -92,10 +130,10 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
     let dead = dead_url();
     let r = settle(
         &s.db,
+        &p,
         "G-ST-DOWN",
         &["--not-booked", "--core", &dead],
         "r",
-        "dave",
     );
     assert_refused(
         &r,
@@ -105,24 +143,32 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
     // A dry run refuses alike.
     let r = settle(
         &s.db,
+        &p,
         "G-ST-YES",
         &["--not-booked", "--core", &core, "--dry-run"],
         "r",
-        "dave",
     );
     assert_refused(&r, "G-ST-YES", "answers 200");
     assert_eq!(rows_by_guid(&s.db), before, "nothing changed");
+    let j = inspect(&s.db, &["requests", "--all", "--json"]).json();
+    assert_eq!(j["requests"], json!([]), "no request made: {j}");
 
-    // --force: settled, and the reason says it was forced and what the core said.
+    // --force: settled once approved (the approval's inquiry fails alike), and the reason
+    // says it was forced and what the core said.
     let r = settle(
         &s.db,
+        &p,
         "G-ST-DOWN",
         &["--not-booked", "--core", &dead, "--force", "--json"],
         "core ops say it never arrived; inquiry service down",
-        "dave",
     );
     r.expect_code(EXIT_SETTLED);
     let j = r.json();
+    assert_eq!(
+        (&j["id"], &j["forced"], &j["written"]),
+        (&json!(1), &json!(true), &json!(true)),
+        "{j}"
+    );
     let reason = j["reason"].as_str().unwrap();
     assert!(
         reason.starts_with(
@@ -133,25 +179,47 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
     );
     assert_failed_e902(&s.db, &down, 1);
     let last = history(&s.db, "G-ST-DOWN").pop().unwrap();
-    assert_eq!(last.who, "operator:dave");
-    assert_eq!(last.reason.as_deref(), Some(reason));
+    assert_eq!(last.who, format!("operator:{}", p.name));
+    let why = last.reason.unwrap_or_default();
+    let approved = approved_reason(&s.db, &p, 1, "not-booked", reason, None);
+    assert!(
+        why.starts_with(&format!(
+            "{approved}; approval: inquiry at approval: canary inquiry about booked GUID \
+             G-ST-YES-CANARY failed ("
+        )),
+        "{why}"
+    );
 
     let r = settle(
         &s.db,
+        &p,
         "G-ST-YES",
         &["--not-booked", "--core", &core, "--force"],
         "the operator knows better",
-        "dave",
     );
     r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stdout().starts_with("approve 2: settle G-ST-YES: "),
+        "{}",
+        r.stdout()
+    );
+    assert!(
+        r.stdout()
+            .contains("\napproval: inquiry at approval: the core's inquiry answers 200"),
+        "{}",
+        r.stdout()
+    );
     assert_failed_e902(&s.db, &m, 1);
     let reason = history(&s.db, "G-ST-YES").pop().unwrap().reason.unwrap();
-    assert!(
-        reason.starts_with(
-            "the operator knows better; forced without a 404 (the core's inquiry answers 200"
-        ),
-        "{reason}"
+    let approved = approved_reason(
+        &s.db,
+        &p,
+        2,
+        "not-booked",
+        "the operator knows better; forced without a 404 (the core's inquiry answers 200",
+        None,
     );
+    assert!(reason.starts_with(&approved), "{reason}");
 }
 
 #[test]
@@ -167,6 +235,7 @@ fn not_booked_believes_a_404_only_from_the_core_that_knows_our_bookings() {
             RowSpec::unknown(&never).age(HOUR),
         ])
         .build();
+    let p = second_person!(&s.db);
     booked_canary(&s, "G-CN-CANARY");
     s.core().book(&lost);
     let a = s.core().url();
@@ -179,10 +248,10 @@ fn not_booked_believes_a_404_only_from_the_core_that_knows_our_bookings() {
     for extra in [&["--dry-run"][..], &[]] {
         let r = settle(
             &s.db,
+            &p,
             "G-CN-LOST",
             &[&["--not-booked", "--core", &b.url()][..], extra].concat(),
             "core ops: never arrived",
-            "hana",
         );
         assert_refused(
             &r,
@@ -201,49 +270,54 @@ fn not_booked_believes_a_404_only_from_the_core_that_knows_our_bookings() {
         .expect_code(EXIT_SETTLED);
     assert_eq!(s.core().bookings("G-CN-LOST"), 1);
 
-    // At A, which booked the canary: a real 404 settles G-CN-NEVER, and G-CN-LOST's 200
-    // is refused with its booking.
+    // At A, which booked the canary: a real 404 settles G-CN-NEVER (request 1, the first
+    // made), and G-CN-LOST's 200 is refused with its booking.
     let r = settle(
         &s.db,
+        &p,
         "G-CN-NEVER",
         &["--not-booked", "--core", &a],
         "core ops: never arrived",
-        "hana",
     );
     r.expect_code(EXIT_SETTLED);
     assert!(
-        r.stdout().contains("\ninquiry: 404 (never booked)\n"),
+        r.stdout().starts_with("approve 1: settle G-CN-NEVER: ")
+            && r.stdout()
+                .contains("\napproval: inquiry at approval: 404 (never booked)\n"),
         "{}",
         r.stdout()
     );
     assert_failed_e902(&s.db, &never, 1);
-    let r = settle(
-        &s.db,
-        "G-CN-LOST",
-        &["--not-booked", "--core", &a],
-        "r",
-        "hana",
-    );
+    let r = settle(&s.db, &p, "G-CN-LOST", &["--not-booked", "--core", &a], "r");
     assert_refused(&r, "G-CN-LOST", "the core's inquiry answers 200");
     assert_eq!(s.db.state("G-CN-LOST"), Some(State::Unknown));
 
     // --force does not skip the canary: it settles on the operator's word, and the reason
-    // says what the canary found.
+    // says what the canary found, when asked and again at the approval.
     let r = settle(
         &s.db,
+        &p,
         "G-CN-LOST",
         &["--not-booked", "--core", &b.url(), "--force", "--json"],
         "core ops' letter 12",
-        "hana",
     );
     r.expect_code(EXIT_SETTLED);
-    let reason = r.json()["reason"].as_str().unwrap().to_string();
+    let j = r.json();
+    assert_eq!((&j["id"], &j["written"]), (&json!(2), &json!(true)), "{j}");
+    let reason = j["reason"].as_str().unwrap().to_string();
     assert!(
         reason.starts_with(
             "core ops' letter 12; forced without a 404 (canary inquiry: GUID G-CN-CANARY is \
              booked"
         ),
         "{reason}"
+    );
+    assert!(
+        j["decision_reason"]
+            .as_str()
+            .is_some_and(|w| w
+                .starts_with("inquiry at approval: canary inquiry: GUID G-CN-CANARY is booked")),
+        "{j}"
     );
     assert_eq!(s.db.state("G-CN-LOST"), Some(State::Failed));
 }
@@ -256,15 +330,16 @@ fn not_booked_without_a_booking_in_the_ledger_is_refused_unless_forced() {
         .core(&[])
         .row(RowSpec::unknown(&m).age(HOUR))
         .build();
+    let p = second_person!(&s.db);
     let core = s.core().url();
     let before = rows_by_guid(&s.db);
     for extra in [&["--dry-run"][..], &[]] {
         let r = settle(
             &s.db,
+            &p,
             "G-NC-A",
             &[&["--not-booked", "--core", &core][..], extra].concat(),
             "r",
-            "ivan",
         );
         assert_refused(
             &r,
@@ -277,16 +352,26 @@ fn not_booked_without_a_booking_in_the_ledger_is_refused_unless_forced() {
 
     let r = settle(
         &s.db,
+        &p,
         "G-NC-A",
         &["--not-booked", "--core", &core, "--force"],
         "core ops' letter 13",
-        "ivan",
     );
     r.expect_code(EXIT_SETTLED);
     assert_failed_e902(&s.db, &m, 1);
+    assert_eq!(s.core().inquiries(), 0, "still nothing to ask about");
     let reason = history(&s.db, "G-NC-A").pop().unwrap().reason.unwrap();
+    let approved = approved_reason(
+        &s.db,
+        &p,
+        1,
+        "not-booked",
+        "core ops' letter 13; forced without a 404 (no canary: ",
+        None,
+    );
+    assert!(reason.starts_with(&approved), "{reason}");
     assert!(
-        reason.starts_with("core ops' letter 13; forced without a 404 (no canary: "),
+        reason.contains("; approval: inquiry at approval: no canary: "),
         "{reason}"
     );
 }

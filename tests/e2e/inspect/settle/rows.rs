@@ -1,5 +1,6 @@
-//! Which rows are settled by hand: only UNKNOWN, or SENT unchanged for the stale-sent
-//! floor; every other row is refused, naming why.
+//! Which rows are settled by hand: a request is made only for an UNKNOWN row, or a SENT row
+//! unchanged for the stale-sent floor; for every other row it is refused, naming why, and no
+//! request is made. Another person's approval then carries it out, guarded alike.
 
 use super::*;
 
@@ -32,6 +33,8 @@ fn only_unknown_or_sent_past_the_floor_is_settled() {
             RowSpec::unknown(&fresh),
         ])
         .build();
+    let p = second_person!(&s.db);
+    let first = first_person(&s.db);
     // The ledger's bookings (G-SO-STALE's comes below), which the canary of --not-booked
     // asks about.
     s.core().book(&done);
@@ -63,15 +66,18 @@ fn only_unknown_or_sent_past_the_floor_is_settled() {
         ("G-SO-NONE", "no row for this GUID"),
     ] {
         for args in [&booked[..], &not_booked[..]] {
-            let r = settle(&s.db, guid, args, "r", "erin");
+            let r = settle(&s.db, &p, guid, args, "r");
             assert_refused(&r, guid, why);
         }
     }
     assert_eq!(rows_by_guid(&s.db), before, "nothing changed");
+    let j = inspect(&s.db, &["requests", "--all", "--json"]).json();
+    assert_eq!(j["requests"], json!([]), "no request made: {j}");
 
     // A SENT row unchanged past the floor: guarded by state, attempt and age.
     let r = settle(
         &s.db,
+        &p,
         "G-SO-STALE",
         &[
             "--booked",
@@ -83,32 +89,36 @@ fn only_unknown_or_sent_past_the_floor_is_settled() {
             "2026-01-31T23:59:59Z",
         ],
         "relay host died; core ops confirm",
-        "erin",
     );
     r.expect_code(EXIT_SETTLED);
     assert!(
-        r.stdout().starts_with(
-            "settle G-SO-STALE: SENT -> DONE/0000 (if state SENT, attempts 2, unchanged for 60 \
-             s), by operator:erin"
-        ),
+        r.stdout().starts_with(&format!(
+            "approve 1: settle G-SO-STALE: SENT -> DONE/0000 (if state SENT, attempts 2, \
+             unchanged for 60 s), asked by {first}, approved by {}, reason: relay host died; \
+             core ops confirm\n",
+            p.name
+        )),
         "{}",
         r.stdout()
     );
     let row = s.db.row("G-SO-STALE").unwrap();
     assert_eq!((row.state, row.attempts), (State::Done, Some(2)));
-    let r = settle(
-        &s.db,
-        "G-SO-STALE404",
-        &not_booked,
-        "relay host died",
-        "erin",
-    );
+    let r = settle(&s.db, &p, "G-SO-STALE404", &not_booked, "relay host died");
     r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stdout().starts_with(&format!(
+            "approve 2: settle G-SO-STALE404: SENT -> FAILED/E902 (if state SENT, attempts 1, \
+             unchanged for 300 s), asked by {first}, approved by {}, reason: relay host died\n",
+            p.name
+        )),
+        "{}",
+        r.stdout()
+    );
     assert_failed_e902(&s.db, &stale_404, 1);
 
     // A SENT or UNKNOWN row is settled --not-booked only once the core cannot still be
     // working on it (--min-age, 300 s by default; the tests in `min_age`); --booked at once.
-    let r = settle(&s.db, "G-SO-FRESH", &not_booked, "r", "erin");
+    let r = settle(&s.db, &p, "G-SO-FRESH", &not_booked, "r");
     assert_refused(
         &r,
         "G-SO-FRESH",
@@ -118,15 +128,21 @@ fn only_unknown_or_sent_past_the_floor_is_settled() {
     s.db.age("G-SO-FRESH", HOUR);
     let r = settle(
         &s.db,
+        &p,
         "G-SO-FRESH",
         &[&not_booked[..], &["--dry-run"]].concat(),
         "r",
-        "erin",
     );
     r.expect_code(EXIT_SETTLED);
+    assert!(
+        r.stdout().ends_with("\ndry run: nothing written\n"),
+        "{}",
+        r.stdout()
+    );
     s.db.age("G-SO-FRESH", 0);
     let r = settle(
         &s.db,
+        &p,
         "G-SO-FRESH",
         &[
             "--booked",
@@ -138,14 +154,16 @@ fn only_unknown_or_sent_past_the_floor_is_settled() {
             "2026-01-31T23:59:59Z",
         ],
         "core ops confirm",
-        "erin",
     );
     r.expect_code(EXIT_SETTLED);
     assert!(
-        r.stdout().starts_with(
-            "settle G-SO-FRESH: UNKNOWN -> DONE/0000 (if state UNKNOWN, attempts 1), by"
-        ),
+        r.stdout().starts_with(&format!(
+            "approve 3: settle G-SO-FRESH: UNKNOWN -> DONE/0000 (if state UNKNOWN, attempts 1), \
+             asked by {first}, approved by {}, reason: core ops confirm\n",
+            p.name
+        )),
         "{}",
         r.stdout()
     );
+    assert_eq!(s.db.state("G-SO-FRESH"), Some(State::Done));
 }
