@@ -42,6 +42,7 @@ mod json_every_path;
 mod layering;
 mod lifecycle;
 mod one_file;
+mod powerloss_smoke;
 mod purge;
 mod reconcile;
 mod reconcile_million;

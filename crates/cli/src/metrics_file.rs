@@ -120,8 +120,10 @@ fn escape_label(v: &str) -> String {
 
 /// Writes `text` to `path` atomically: into a new file of a unique name in `path`'s
 /// directory (`.NAME.XXXXXX.tmp`, created exclusively, so that a link planted there is
-/// never followed; mode 0644), synced, then renamed over `path`. On failure the temporary
-/// file is removed.
+/// never followed; mode 0644), synced, then renamed over `path`, then the directory synced
+/// (else a power cut can undo the rename: the power-loss run found the file gone, or the
+/// previous run's back, after a run that had written it). On failure the temporary file is
+/// removed.
 pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -138,7 +140,7 @@ pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
     tmp.write_all(text.as_bytes())?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub enum Mutation {
     Fsyncdir,
     Create,
     Mkdir,
+    Link,
     Unlink,
     Rmdir,
     Rename,

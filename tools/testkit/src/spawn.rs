@@ -74,6 +74,16 @@ fn build_workspace(profile_dir: &Path) {
 /// `timeout` for its first line, `listening on HOST:PORT`. Returns the child and the
 /// address; the rest of its stdout is drained in the background.
 pub fn spawn_listening(cmd: &mut Command, timeout: Duration) -> anyhow::Result<(Child, String)> {
+    spawn_announced(cmd, timeout, "listening on ")
+}
+
+/// Starts `cmd` as [`spawn_listening`] does, waiting for a first line that begins with
+/// `prefix` (`mounted ` for lossyfs); the rest of that line.
+pub fn spawn_announced(
+    cmd: &mut Command,
+    timeout: Duration,
+    prefix: &str,
+) -> anyhow::Result<(Child, String)> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -88,8 +98,8 @@ pub fn spawn_listening(cmd: &mut Command, timeout: Duration) -> anyhow::Result<(
     });
     let first = rx.recv_timeout(timeout);
     match first {
-        Ok(Some(Ok(line))) if line.starts_with("listening on ") => {
-            Ok((child, line["listening on ".len()..].to_string()))
+        Ok(Some(Ok(line))) if line.starts_with(prefix) => {
+            Ok((child, line[prefix.len()..].to_string()))
         }
         other => {
             let _ = child.kill();

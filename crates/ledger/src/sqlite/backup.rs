@@ -439,7 +439,10 @@ impl Temp {
     }
 
     /// Moves the copy onto `to`: a rename if `replace`, else a hard link that fails if `to`
-    /// appeared meanwhile (then the temporary name goes); then syncs the directory.
+    /// appeared meanwhile, then the temporary name removed; then syncs the directory, so that
+    /// after a power cut the folder holds the copy under `to` and nothing else of it (the
+    /// power-loss run found the temporary name coming back when it went after the sync: a
+    /// second name of the copy, which a ledger lock refuses and nothing cleans up).
     fn finish(self, to: &Path, replace: bool) -> Result<()> {
         let io_err = |what| {
             move |source| BackupError::Io {
@@ -455,7 +458,8 @@ impl Temp {
                 io::ErrorKind::AlreadyExists => BackupError::Exists(to.to_path_buf()),
                 _ => io_err("link the copy to")(e),
             })?;
-            // `to` holds the copy now; the temporary name goes in Drop.
+            // `to` holds the copy now; its temporary name goes before the directory's sync.
+            fs::remove_file(&self.0).map_err(io_err("remove the temporary name beside"))?;
         }
         let dir = match to.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,

@@ -11,6 +11,7 @@ pub mod access;
 pub mod backup;
 pub mod backup_seal;
 mod decode;
+mod durability;
 mod history_table;
 #[cfg(test)]
 mod history_tests;
@@ -165,15 +166,16 @@ impl Ledger {
                 got: mode,
             });
         }
-        conn.execute_batch("PRAGMA synchronous=FULL")
+        let (pragma, want) = durability::wanted();
+        conn.execute_batch(&format!("PRAGMA {pragma}"))
             .map_err(open_err)?;
         let sync: i64 = conn
             .query_row("PRAGMA synchronous", [], |r| r.get(0))
             .map_err(open_err)?;
-        if sync != 2 {
+        if sync != want {
             return Err(LedgerError::Pragma {
                 path: path.to_path_buf(),
-                pragma: "synchronous=FULL",
+                pragma,
                 got: sync.to_string(),
             });
         }

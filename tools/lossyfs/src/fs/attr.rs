@@ -6,12 +6,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{FileAttr, FileType, INodeNo};
 
+use crate::model::Tracker;
+
 /// How long the kernel may keep attributes and entries: nobody else changes the backing
 /// folder while it is mounted.
 pub const TTL: Duration = Duration::from_secs(1);
 
-/// The attributes of node `ino`, whose backing metadata is `meta`.
-pub fn attr(ino: u64, meta: &Metadata) -> FileAttr {
+/// The attributes of node `ino`, whose backing metadata is `meta`. Its names waiting in the
+/// trash are gone as the mount sees it: they do not count in its link count.
+pub fn attr(ino: u64, meta: &Metadata, tracker: &Tracker) -> FileAttr {
+    let nlink = meta
+        .nlink()
+        .saturating_sub(tracker.hidden_links(meta.ino()));
     FileAttr {
         ino: INodeNo(ino),
         size: meta.size(),
@@ -22,7 +28,7 @@ pub fn attr(ino: u64, meta: &Metadata) -> FileAttr {
         crtime: UNIX_EPOCH,
         kind: kind(meta.file_type()),
         perm: (meta.permissions().mode() & 0o7777) as u16,
-        nlink: u32::try_from(meta.nlink()).unwrap_or(u32::MAX),
+        nlink: u32::try_from(nlink).unwrap_or(u32::MAX),
         uid: meta.uid(),
         gid: meta.gid(),
         rdev: u32::try_from(meta.rdev()).unwrap_or(0),

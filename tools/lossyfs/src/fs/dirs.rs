@@ -66,10 +66,12 @@ impl LossyFs {
     }
 
     pub(super) fn do_fsyncdir(&self, ino: u64) -> Result<(), Errno> {
-        let (local, mut state) = self.lock();
+        let (mut local, mut state) = self.lock();
         state.gate.admit(Mutation::Fsyncdir)?;
         let rel = local.inodes.path(ino).ok_or(Errno::ENOENT)?;
-        state.tracker.fsyncdir(&rel)?;
+        for backing in state.tracker.fsyncdir(&rel)? {
+            local.inodes.dead(backing);
+        }
         Ok(())
     }
 

@@ -22,7 +22,7 @@ impl LossyFs {
         let rel = local.inodes.child(parent, name).ok_or(Errno::ENOENT)?;
         let meta = fs::symlink_metadata(self.root.join(rel))?;
         let ino = local.inodes.remember(parent, name, meta.ino());
-        Ok(attr(ino, &meta))
+        Ok(attr(ino, &meta, &state.tracker))
     }
 
     pub(super) fn do_mkdir(&self, parent: u64, name: &OsStr, mode: u32) -> Result<FileAttr, Errno> {
@@ -32,7 +32,7 @@ impl LossyFs {
         state.tracker.mkdir(&rel, mode)?;
         let meta = fs::symlink_metadata(self.root.join(rel))?;
         let ino = local.inodes.remember(parent, name, meta.ino());
-        Ok(attr(ino, &meta))
+        Ok(attr(ino, &meta, &state.tracker))
     }
 
     /// Creates and opens a regular file; returns its attributes and its handle.
@@ -50,7 +50,7 @@ impl LossyFs {
         let meta = file.metadata()?;
         let ino = local.inodes.remember(parent, name, meta.ino());
         let fh = local.handles.insert(Handle::File(file));
-        Ok((attr(ino, &meta), fh))
+        Ok((attr(ino, &meta, &state.tracker), fh))
     }
 
     /// mknod: regular files only (all SQLite needs); anything else is refused.
@@ -64,7 +64,33 @@ impl LossyFs {
         let (file, _) = state.tracker.create(&rel, mode, true)?;
         let meta = file.metadata()?;
         let ino = local.inodes.remember(parent, name, meta.ino());
-        Ok(attr(ino, &meta))
+        Ok(attr(ino, &meta, &state.tracker))
+    }
+
+    /// A hard link: the new name `new_name` in `new_parent` for node `ino`, which keeps its
+    /// node id (the kernel expects it) and now counts one more link.
+    pub(super) fn do_link(
+        &self,
+        ino: u64,
+        new_parent: u64,
+        new_name: &OsStr,
+    ) -> Result<FileAttr, Errno> {
+        let (mut local, mut state) = self.lock();
+        state.gate.admit(Mutation::Link)?;
+        if Inodes::is_trash(new_parent, new_name) {
+            return Err(Errno::EEXIST);
+        }
+        let from = local.inodes.path(ino).ok_or(Errno::ENOENT)?;
+        let to = local
+            .inodes
+            .child(new_parent, new_name)
+            .ok_or(Errno::ENOENT)?;
+        state.tracker.link(&from, &to)?;
+        let meta = fs::symlink_metadata(self.root.join(to))?;
+        if !local.inodes.linked(ino, new_parent, new_name) {
+            return Err(Errno::ENOENT);
+        }
+        Ok(attr(ino, &meta, &state.tracker))
     }
 
     pub(super) fn do_unlink(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
@@ -72,7 +98,9 @@ impl LossyFs {
         state.gate.admit(Mutation::Unlink)?;
         let rel = local.inodes.child(parent, name).ok_or(Errno::ENOENT)?;
         let stashed = state.tracker.unlink(&rel)?;
-        local.inodes.trashed(stashed.ino, &stashed.name);
+        local
+            .inodes
+            .unlinked(stashed.ino, (parent, name), &stashed.name);
         Ok(())
     }
 
@@ -81,7 +109,9 @@ impl LossyFs {
         state.gate.admit(Mutation::Rmdir)?;
         let rel = local.inodes.child(parent, name).ok_or(Errno::ENOENT)?;
         let stashed = state.tracker.rmdir(&rel)?;
-        local.inodes.trashed(stashed.ino, &stashed.name);
+        local
+            .inodes
+            .unlinked(stashed.ino, (parent, name), &stashed.name);
         Ok(())
     }
 
@@ -106,9 +136,15 @@ impl LossyFs {
         let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
         let renamed = state.tracker.rename(&from, &to, noreplace)?;
         if let Some(replaced) = &renamed.replaced {
-            local.inodes.trashed(replaced.ino, &replaced.name);
+            local
+                .inodes
+                .unlinked(replaced.ino, (new_parent, new_name), &replaced.name);
         }
-        local.inodes.moved(renamed.ino, new_parent, new_name);
+        if renamed.moved {
+            local
+                .inodes
+                .renamed(renamed.ino, (parent, name), (new_parent, new_name));
+        }
         Ok(())
     }
 }

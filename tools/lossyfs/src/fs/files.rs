@@ -37,7 +37,7 @@ impl LossyFs {
                 fs::symlink_metadata(self.root.join(rel))?
             }
         };
-        Ok(attr(ino, &meta))
+        Ok(attr(ino, &meta, &state.tracker))
     }
 
     pub(super) fn do_setattr(
@@ -70,7 +70,7 @@ impl LossyFs {
         if set.atime.is_some() || set.mtime.is_some() {
             set_times(&abs, set.atime, set.mtime)?;
         }
-        Ok(attr(ino, &fs::symlink_metadata(&abs)?))
+        Ok(attr(ino, &fs::symlink_metadata(&abs)?, &state.tracker))
     }
 
     /// Opens the backing file (for reading and writing if writing is asked: the model reads

@@ -178,6 +178,17 @@ impl Filesystem for LossyFs {
         entry(reply, self.do_mkdir(parent.0, name, mode & !umask));
     }
 
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        entry(reply, self.do_link(ino.0, newparent.0, newname));
+    }
+
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         empty(reply, self.do_unlink(parent.0, name));
     }

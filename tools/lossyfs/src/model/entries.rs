@@ -18,6 +18,9 @@ pub struct Renamed {
     pub ino: u64,
     /// The entry it replaced, now in the trash.
     pub replaced: Option<Stashed>,
+    /// False when `from` and `to` were already names of the same file: then nothing
+    /// changed (rename(2)'s rule), both names stay.
+    pub moved: bool,
 }
 
 impl Tracker {
@@ -64,6 +67,23 @@ impl Tracker {
         self.journal.record(
             EntryOp::Mkdir {
                 path: rel.to_path_buf(),
+            },
+            vec![dir],
+        );
+        Ok(())
+    }
+
+    /// Gives the file `from` (not a directory) the new name `to`, which must not exist: a
+    /// directory operation in `to`'s directory, undone by removing `to`.
+    pub fn link(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        check(from)?;
+        check(to)?;
+        fs::hard_link(self.root.join(from), self.root.join(to))?;
+        self.next_seq();
+        let dir = self.dir_ino(to)?;
+        self.journal.record(
+            EntryOp::Link {
+                path: to.to_path_buf(),
             },
             vec![dir],
         );
@@ -133,6 +153,7 @@ impl Tracker {
                 return Ok(Renamed {
                     ino: source.ino(),
                     replaced: None,
+                    moved: false,
                 });
             }
             check_replace(&source, target, &abs_to)?;
@@ -144,6 +165,7 @@ impl Tracker {
         if let Err(e) = fs::rename(&abs_from, &abs_to) {
             if let Some(stashed) = &replaced {
                 self.trash.restore(&stashed.name, &abs_to)?;
+                self.untrashed(stashed.ino);
             }
             return Err(e);
         }
@@ -158,22 +180,25 @@ impl Tracker {
         Ok(Renamed {
             ino: source.ino(),
             replaced,
+            moved: true,
         })
     }
 
     /// An fsyncdir of the directory `rel`: the directory operations up to the last one in it
     /// are durable; what they removed is deleted for good. Returns the inode numbers of the
-    /// entries so deleted.
+    /// files so deleted (not those that keep another name: hard links).
     pub fn fsyncdir(&mut self, rel: &Path) -> io::Result<Vec<u64>> {
         self.next_seq();
         let dir = fs::metadata(self.root.join(rel))?.ino();
         let mut purged = Vec::new();
         for op in self.journal.sync_dir(dir) {
             if let Some(stashed) = op.stashed() {
-                self.trash.purge(&stashed.name)?;
-                // Its data no longer matters, and its inode number may be reused.
-                self.files.remove(&stashed.ino);
-                purged.push(stashed.ino);
+                self.untrashed(stashed.ino);
+                if self.trash.purge(&stashed.name)? {
+                    // Its data no longer matters, and its inode number may be reused.
+                    self.files.remove(&stashed.ino);
+                    purged.push(stashed.ino);
+                }
             }
         }
         Ok(purged)
@@ -183,7 +208,18 @@ impl Tracker {
         let ino = fs::symlink_metadata(abs)?.ino();
         self.next_seq();
         let name = self.trash.stash(abs)?;
+        *self.in_trash.entry(ino).or_default() += 1;
         Ok(Stashed { name, ino })
+    }
+
+    /// One name of `ino` left the trash.
+    fn untrashed(&mut self, ino: u64) {
+        if let Some(count) = self.in_trash.get_mut(&ino) {
+            *count -= 1;
+            if *count == 0 {
+                self.in_trash.remove(&ino);
+            }
+        }
     }
 
     /// The inode number of the directory holding `rel`.

@@ -32,6 +32,10 @@ pub(super) enum EntryOp {
     Mkdir {
         path: PathBuf,
     },
+    /// A new name `path` for an existing file (its other names are untouched).
+    Link {
+        path: PathBuf,
+    },
     Unlink {
         path: PathBuf,
         stashed: Stashed,
@@ -53,14 +57,15 @@ impl EntryOp {
         match self {
             EntryOp::Unlink { stashed, .. } | EntryOp::Rmdir { stashed, .. } => Some(stashed),
             EntryOp::Rename { replaced, .. } => replaced.as_ref(),
-            EntryOp::Create { .. } | EntryOp::Mkdir { .. } => None,
+            EntryOp::Create { .. } | EntryOp::Mkdir { .. } | EntryOp::Link { .. } => None,
         }
     }
 
     /// Puts the names back as they were just before it.
     pub(super) fn undo(&self, root: &Path, trash: &Trash) -> io::Result<()> {
         match self {
-            EntryOp::Create { path } => fs::remove_file(root.join(path)),
+            // A linked file keeps its other names.
+            EntryOp::Create { path } | EntryOp::Link { path } => fs::remove_file(root.join(path)),
             EntryOp::Mkdir { path } => fs::remove_dir(root.join(path)),
             EntryOp::Unlink { path, stashed } | EntryOp::Rmdir { path, stashed } => {
                 trash.restore(&stashed.name, &root.join(path))

@@ -5,6 +5,13 @@
 //!
 //! Files are known by their inode number in the backing folder, and the model keeps a
 //! descriptor of every dirty file: data is reverted through it wherever the file's name went.
+//!
+//! Hard links: file data follows the inode, never a name. A file with several names is one
+//! entry in `files` (keyed by its backing inode number), so a write through any of its names
+//! captures each block's durable bytes once, an fsync through any of them makes all of it
+//! durable, and a drop reverts it once, through its descriptor, whatever names it has by
+//! then. Each name is a directory entry of its own: a link is journaled like a create, an
+//! unlink of one name moves that name (not the file) into the trash.
 
 mod data;
 mod entries;
@@ -39,6 +46,8 @@ pub struct Tracker {
     trash: Trash,
     /// Dirty files by inode number.
     files: HashMap<u64, FileData>,
+    /// Inode number -> how many of its names wait in the trash.
+    in_trash: HashMap<u64, u64>,
     journal: Journal,
     /// The order of the mutating operations.
     seq: u64,
@@ -51,6 +60,7 @@ impl Tracker {
             root: root.to_path_buf(),
             trash: Trash::open(root)?,
             files: HashMap::new(),
+            in_trash: HashMap::new(),
             journal: Journal::default(),
             seq: 0,
         })
@@ -101,6 +111,12 @@ impl Tracker {
     /// How many directory operations are not durable.
     pub fn dirty_entries(&self) -> u64 {
         self.journal.len() as u64
+    }
+
+    /// How many names of the backing inode `ino` wait in the trash: they are gone as the
+    /// mount sees it, so its link count is that much lower than the backing one.
+    pub fn hidden_links(&self, ino: u64) -> u64 {
+        self.in_trash.get(&ino).copied().unwrap_or(0)
     }
 
     /// A clean end (unmounted without a drop): what happened stays, the trash goes.

@@ -48,6 +48,7 @@ impl Tracker {
             report.torn_bytes = tear_last_write(&files, &mut rng)?;
         }
         self.trash.clear()?;
+        self.in_trash.clear();
         Ok(report)
     }
 }

@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The folder's name inside the backing folder; the mount never shows it.
@@ -42,17 +43,23 @@ impl Trash {
         fs::rename(self.dir.join(name), abs)
     }
 
-    /// Deletes the entry `name` for good.
-    pub(super) fn purge(&self, name: &str) -> io::Result<()> {
+    /// Deletes the entry `name` for good. Returns whether its inode went with it (false for
+    /// a file that still has a name outside the trash, or another one in it: a hard link).
+    pub(super) fn purge(&self, name: &str) -> io::Result<bool> {
         let path = self.dir.join(name);
-        let result = if fs::symlink_metadata(&path)?.is_dir() {
+        let meta = match fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+            Err(e) => return Err(e),
+        };
+        let result = if meta.is_dir() {
             fs::remove_dir_all(&path)
         } else {
             fs::remove_file(&path)
         };
         match result {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            other => other,
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(meta.is_dir() || meta.nlink() <= 1),
         }
     }
 

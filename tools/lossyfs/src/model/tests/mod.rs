@@ -2,6 +2,7 @@
 
 mod data;
 mod entries;
+mod links;
 mod modes;
 
 use std::fs::{self, File, OpenOptions};
