@@ -140,3 +140,15 @@ pub fn booked_once(booked: &HashMap<String, u64>, round: u64, out: &mut Vec<Stri
         ));
     }
 }
+
+/// Checkpoints `ledger` with its WAL truncated, again and again, until the first error (the
+/// power went) or a kill: `powerloss --checkpoint-loop LEDGER`, a process of its own (a
+/// process that touches the ledger's mapped -shm after the cut gets SIGBUS).
+pub fn checkpoint_loop(ledger: &Path) -> anyhow::Result<()> {
+    let c = Connection::open_with_flags(ledger, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+    c.busy_timeout(std::time::Duration::from_millis(50))?;
+    loop {
+        let _busy: i64 = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

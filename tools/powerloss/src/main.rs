@@ -58,10 +58,19 @@ struct Args {
     /// Keep the run's folder (it is kept anyway when a violation is found).
     #[arg(long)]
     keep: bool,
+    /// (The run's own helper process: checkpoint this ledger until an error or a kill.)
+    #[arg(long, hide = true, value_name = "LEDGER")]
+    checkpoint_loop: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(ledger) = &args.checkpoint_loop {
+        return match checks::checkpoint_loop(ledger) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::from(1),
+        };
+    }
     match run(&args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -130,7 +139,7 @@ fn run(a: &Args) -> anyhow::Result<u8> {
     let started = Instant::now();
     let (mut sent, mut caught) = (0, None);
     let (mut dropped, mut points) = (mount::Dropped::default(), std::collections::BTreeSet::new());
-    let (mut relay_up, mut backups) = (0, 0);
+    let (mut relay_up, mut backups, mut checkpoints) = (0, 0, 0);
     for r in 0..a.rounds {
         // The first half sweeps the crash points in order, the second draws them.
         let k = if r < half {
@@ -146,6 +155,7 @@ fn run(a: &Args) -> anyhow::Result<u8> {
         points.insert(k);
         relay_up += u64::from(report.relay_started);
         backups += u64::from(report.backup_restored);
+        checkpoints += u64::from(report.checkpoints);
         println!(
             "round {r}: cut at op {k} ({}): {} ops, relay {}, {} sent, backup {}; {}{}",
             mode.as_str(),
@@ -181,7 +191,7 @@ fn run(a: &Args) -> anyhow::Result<u8> {
     println!(
         "powerloss: {} rounds in {:.0} s ({} crash points, the relay up at {relay_up} cuts), \
          {sent} requests, {guids} GUIDs, {booked} booked, {backups} backups taken before a cut \
-         restored; {dropped}",
+         restored, {checkpoints} rounds checkpointing; {dropped}",
         caught.map_or(a.rounds, |r| r + 1),
         started.elapsed().as_secs_f64(),
         points.len()

@@ -42,6 +42,8 @@ pub struct Report {
     pub backup_restored: bool,
     /// resolve ended before the cut, so its --metrics-file was written.
     pub metrics_written: bool,
+    /// A process checkpointed the ledger (its WAL truncated) again and again until the cut.
+    pub checkpoints: bool,
     pub dropped: Dropped,
     pub violations: Vec<String>,
 }
@@ -104,6 +106,7 @@ impl Ctx {
             backup_done: false,
             backup_restored: false,
             metrics_written: false,
+            checkpoints: false,
             dropped: Dropped::default(),
             violations: Vec::new(),
         };
@@ -153,6 +156,19 @@ impl Ctx {
                             &["--core", core, "--min-age", "1", "--metrics-file", metrics],
                         )?,
                     ));
+                    // Every other round, checkpoints with the WAL truncated as fast as they come
+                    // (what SQLite's auto-checkpoint does every 1,000 pages), in a process of
+                    // their own, so that cuts land in them too.
+                    if r % 2 == 1 {
+                        let mut cmd = Command::new(std::env::current_exe()?);
+                        cmd.arg("--checkpoint-loop")
+                            .arg(self.ledger(&self.mount))
+                            .stdin(Stdio::null())
+                            .stdout(Stdio::null())
+                            .stderr(Stdio::null());
+                        tools.push(("checkpoints", cmd.spawn()?));
+                        report.checkpoints = true;
+                    }
                     tools.push((
                         "reprocess",
                         self.tool("reprocess", &["--core", core, "--max-attempts", "1000"])?,
