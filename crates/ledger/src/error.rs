@@ -170,9 +170,11 @@ impl fmt::Display for LedgerError {
     }
 }
 
+/// Written by hand, not derived with `thiserror`: it would make `Open`'s field `source` the
+/// error's `source()`.
 impl std::error::Error for LedgerError {
     /// None: `Display` already says the cause, and error chains printed in one line (anyhow's
-    /// `{:#}`) would say it twice.
+    /// `{:#}`, how every tool prints its fatal error: `cli::exit_code`) would say it twice.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         None
     }
@@ -187,13 +189,6 @@ impl From<rusqlite::Error> for LedgerError {
 pub type Result<T> = std::result::Result<T, LedgerError>;
 
 /// Why a URL was refused; its text never holds the password.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct BadPgUrl(pub String);
-
-impl fmt::Display for BadPgUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadPgUrl {}

@@ -10,7 +10,6 @@
 //! `E905`, never a claim the PostgreSQL ledger does not know). Every tool refuses to open a
 //! sealed ledger (`sqlite::moved`), naming where it went.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -29,37 +28,19 @@ use crate::store::Store;
 pub const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// Why `migrate` copied nothing.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum MigrateError {
     /// Another program holds the SQLite ledger's write lock.
-    InUse {
-        path: PathBuf,
-        why: String,
-    },
-    Ledger(LedgerError),
-}
-
-impl fmt::Display for MigrateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MigrateError::InUse { path, why } => write!(
-                f,
-                "ledger {} is in use: its write lock could not be had within {} s ({why}); stop \
-                 the relay and the batch tools first; nothing copied",
-                path.display(),
-                LOCK_WAIT.as_secs()
-            ),
-            MigrateError::Ledger(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for MigrateError {}
-
-impl From<LedgerError> for MigrateError {
-    fn from(e: LedgerError) -> Self {
-        MigrateError::Ledger(e)
-    }
+    #[error(
+        "ledger {} is in use: its write lock could not be had within {} s ({why}); stop \
+         the relay and the batch tools first; nothing copied",
+        .path.display(),
+        LOCK_WAIT.as_secs()
+    )]
+    InUse { path: PathBuf, why: String },
+    /// Its text and its `source()` are the ledger error's own (`None`: see `LedgerError`).
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
 }
 
 /// The SQLite ledger being moved, its write lock held (an open `BEGIN IMMEDIATE`) until it

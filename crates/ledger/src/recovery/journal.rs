@@ -90,16 +90,9 @@ pub struct LeftGuid {
 }
 
 /// The journal is bad: nothing may be entered from it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct JournalError(pub String);
-
-impl fmt::Display for JournalError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for JournalError {}
 
 /// Who enters the journal, as the rows' history names it.
 #[derive(Debug, Clone, Copy)]

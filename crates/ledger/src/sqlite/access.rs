@@ -10,7 +10,6 @@
 //! and write whatever the mode, so for root the original error stands.
 
 use std::ffi::{CStr, CString};
-use std::fmt;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -19,7 +18,13 @@ use std::path::{Path, PathBuf};
 use crate::error::LedgerError;
 
 /// A path this process may not use as it needs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "permission denied: {what} {} cannot be {need} by user {user}, as which this process runs \
+     (owner {owner}, mode {:04o}); run it as that owner or fix the permissions",
+    .path.display(),
+    .mode & 0o7777
+)]
 pub struct Denied {
     /// The path refused: the ledger, one of its companion files, or a folder.
     pub path: PathBuf,
@@ -34,24 +39,6 @@ pub struct Denied {
     /// The user this process runs as (its effective uid).
     pub user: String,
 }
-
-impl fmt::Display for Denied {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "permission denied: {} {} cannot be {} by user {}, as which this process runs \
-             (owner {}, mode {:04o}); run it as that owner or fix the permissions",
-            self.what,
-            self.path.display(),
-            self.need,
-            self.user,
-            self.owner,
-            self.mode & 0o7777
-        )
-    }
-}
-
-impl std::error::Error for Denied {}
 
 /// The first folder on the way to `path` that this process may not enter, if any (what
 /// makes a `stat` of `path` fail with "permission denied").

@@ -122,4 +122,8 @@ impl fmt::Display for BackupError {
     }
 }
 
+/// Written by hand, not derived with `thiserror`, which would make the fields named `source`
+/// (`Prune`, `Io` and `Sql`) the error's `source()`: the message says the cause already, and
+/// the tool prints this error with anyhow's `{:#}` (`cli::exit_code`), which would say it
+/// a second time. So no `source()`, as for `LedgerError`.
 impl std::error::Error for BackupError {}

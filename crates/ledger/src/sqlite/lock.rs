@@ -81,9 +81,16 @@ pub struct LedgerLock {
 }
 
 /// Why a lock was not taken.
-#[derive(Debug)]
+///
+/// `Io` returns the system's error as its `source()` (its text is in the message too). No
+/// wrapper hands this error on as its own source (`LedgerError::Lock`, `RestoreError::Lock`,
+/// `BackupError::TargetLock`, the relay's `StartError::Lock` say it in their message and have
+/// no `source()`), so a chain printed by anyhow's `{:#}` (every tool's fatal line) never says
+/// the cause twice.
+#[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another holder has it. `ledger` is the path as given, `file` its canonical path.
+    #[error(fmt = held)]
     Held {
         ledger: PathBuf,
         file: PathBuf,
@@ -92,86 +99,73 @@ pub enum LockError {
         by: Holder,
     },
     /// The ledger file has `names` names (hard links).
+    #[error(
+        "ledger {} has {names} names (hard links): a relay or tool on another name would not \
+         see this one's lock, and two relays could book a transfer twice; remove the extra \
+         names (find / -samefile {}) and keep one",
+        .ledger.display(),
+        .file.display()
+    )]
     HardLinked {
         ledger: PathBuf,
         file: PathBuf,
         names: u64,
     },
     /// The ledger path is a symlink to nothing.
+    #[error(
+        "ledger {} is a symlink to {}, which does not exist (check --db)",
+        .ledger.display(),
+        .target.display()
+    )]
     DanglingSymlink { ledger: PathBuf, target: PathBuf },
     /// This process may not use the lock file or a folder on the way.
+    #[error(transparent)]
     Denied(Box<Denied>),
     /// A file operation failed (`what` says which) with the system's error.
+    #[error("cannot {what} {}: {source}", .path.display())]
     Io {
         what: &'static str,
         path: PathBuf,
+        #[source]
         source: io::Error,
     },
 }
 
-impl fmt::Display for LockError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LockError::Held {
-                ledger,
-                file,
-                lock,
-                wanted,
-                by,
-            } => {
-                write!(f, "ledger {}", ledger.display())?;
-                if file != ledger {
-                    write!(f, " (the file {})", file.display())?;
-                }
-                let lock = lock.display();
-                match (wanted, by) {
-                    (_, Holder::Replacing) => write!(
-                        f,
-                        " is being replaced (a backup --to or restore holds it, lock {lock}); \
-                         try again once that is done"
-                    ),
-                    (Kind::Relay, Holder::Relay { pid }) => write!(
-                        f,
-                        " is already in use by another relay ({}, lock {lock}); two relays on \
-                         one SQLite ledger could book a transfer twice",
-                        pid_text(*pid)
-                    ),
-                    (_, Holder::Relay { pid }) => {
-                        write!(f, " is in use by a relay ({}, lock {lock})", pid_text(*pid))
-                    }
-                    (_, Holder::Tool) => write!(
-                        f,
-                        " is in use (a batch tool or another program has it open, lock {lock})"
-                    ),
-                }
-            }
-            LockError::HardLinked {
-                ledger,
-                file,
-                names,
-            } => write!(
-                f,
-                "ledger {} has {names} names (hard links): a relay or tool on another name \
-                 would not see this one's lock, and two relays could book a transfer twice; \
-                 remove the extra names (find / -samefile {}) and keep one",
-                ledger.display(),
-                file.display()
-            ),
-            LockError::DanglingSymlink { ledger, target } => write!(
-                f,
-                "ledger {} is a symlink to {}, which does not exist (check --db)",
-                ledger.display(),
-                target.display()
-            ),
-            LockError::Denied(d) => d.fmt(f),
-            LockError::Io { what, path, source } => {
-                write!(f, "cannot {what} {}: {source}", path.display())
-            }
+/// The text of `LockError::Held`: who holds what was wanted.
+fn held(
+    ledger: &Path,
+    file: &Path,
+    lock: &Path,
+    wanted: &Kind,
+    by: &Holder,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    write!(f, "ledger {}", ledger.display())?;
+    if file != ledger {
+        write!(f, " (the file {})", file.display())?;
+    }
+    let lock = lock.display();
+    match (wanted, by) {
+        (_, Holder::Replacing) => write!(
+            f,
+            " is being replaced (a backup --to or restore holds it, lock {lock}); try again \
+             once that is done"
+        ),
+        (Kind::Relay, Holder::Relay { pid }) => write!(
+            f,
+            " is already in use by another relay ({}, lock {lock}); two relays on one SQLite \
+             ledger could book a transfer twice",
+            pid_text(*pid)
+        ),
+        (_, Holder::Relay { pid }) => {
+            write!(f, " is in use by a relay ({}, lock {lock})", pid_text(*pid))
         }
+        (_, Holder::Tool) => write!(
+            f,
+            " is in use (a batch tool or another program has it open, lock {lock})"
+        ),
     }
 }
-
-impl std::error::Error for LockError {}
 
 fn pid_text(pid: Option<u32>) -> String {
     pid.map_or("pid unknown".into(), |p| format!("pid {p}"))

@@ -189,6 +189,10 @@ impl fmt::Display for RestoreError {
     }
 }
 
+/// Written by hand, not derived with `thiserror`, which would make the fields named `source`
+/// (`Ledger`, `Sql` and `Io`) the error's `source()`: the message says the cause already, and
+/// the tool prints this error with anyhow's `{:#}` (`cli::exit_code`), which would say it
+/// a second time. So no `source()`, as for `LedgerError`.
 impl std::error::Error for RestoreError {}
 
 type Result<T> = std::result::Result<T, RestoreError>;

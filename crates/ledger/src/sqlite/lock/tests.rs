@@ -222,3 +222,28 @@ fn a_symlink_as_lock_file_is_never_followed() {
     ));
     assert_eq!(fs::read(&victim).unwrap(), b"keep me");
 }
+
+#[test]
+fn a_failed_file_operation_keeps_the_system_error_as_its_source() {
+    let (dir, path) = ledger();
+    let victim = dir.path().join("victim");
+    fs::write(&victim, b"keep me").unwrap();
+    symlink(&victim, lock_path(&path).unwrap()).unwrap();
+    let err = LedgerLock::relay(&path).unwrap_err();
+    let LockError::Io { source: io, .. } = &err else {
+        panic!("expected Io, got {err:?}");
+    };
+    // The chain: the system's error is the source, and the message still says it.
+    let cause = std::error::Error::source(&err).expect("the system's error as source");
+    let cause = cause.downcast_ref::<io::Error>().expect("an io::Error");
+    assert_eq!(cause.raw_os_error(), io.raw_os_error());
+    assert_eq!(cause.to_string(), io.to_string());
+    assert!(err.to_string().starts_with("cannot "), "{err}");
+    assert!(err.to_string().ends_with(&format!(": {io}")), "{err}");
+    // The ledger's error says it once, in its message, and hands on no source: a chain printed
+    // with anyhow's `{:#}` (a tool's fatal line) does not repeat the cause.
+    let text = err.to_string();
+    let wrapped = crate::error::LedgerError::Lock(Box::new(err));
+    assert_eq!(wrapped.to_string(), text);
+    assert!(std::error::Error::source(&wrapped).is_none());
+}
