@@ -13,10 +13,10 @@
 use cli::EXIT_SETTLED;
 use engine::batch::stored_transfer;
 use ledger::settle_request::{Decided, SettleRequest, Status};
-use ledger::{Access, Db, Store};
+use ledger::{Access, Db, State, Store};
 use serde_json::json;
 
-use crate::checks::{self, ANSWERS_BOOKED, NEVER_BOOKED, doubt, unchanged_for};
+use crate::checks::{self, ANSWERS_BOOKED, BOOKED, NEVER_BOOKED, NOT_BOOKED, doubt, unchanged_for};
 use crate::settle::change_line;
 use crate::show::ReplyView;
 
@@ -115,7 +115,17 @@ fn checked_again(
     if row.state != r.seen_state || row.attempts != Some(r.seen_attempts) {
         return Ok(Err(row_changed(ledger, r)?));
     }
-    let not_booked = (r.outcome == "not-booked").then_some(r.min_age_secs.unwrap_or(0));
+    let (transfer, request) = match stored_transfer(&row) {
+        Ok(x) => x,
+        Err(why) => return Ok(Err(format!("{why}: no reply can be built for it"))),
+    };
+    // The change is what `settle` builds from this row, whatever wrote the request.
+    if let Err(why) = as_settle_builds(r, transfer.amount, request) {
+        return Ok(Err(format!(
+            "the request is not one `inspect settle` makes ({why}); reject it"
+        )));
+    }
+    let not_booked = (r.outcome == NOT_BOOKED).then_some(r.min_age_secs.unwrap_or(0));
     if let Some(Some(need)) = unchanged_for(row.state, not_booked)
         && let Err(why) = need.check(ledger, &r.guid, row.state)
     {
@@ -124,32 +134,71 @@ fn checked_again(
     if not_booked.is_none() {
         return Ok(Ok(None));
     }
-    let (transfer, request) = match stored_transfer(&row) {
-        Ok(x) => x,
-        Err(why) => return Ok(Err(format!("{why}: no reply can be built for it"))),
-    };
     let client = core.client()?;
     Ok(match doubt(ledger, &client, &transfer, request)? {
         None => Ok(Some(NEVER_BOOKED.to_string())),
-        // The core now says it booked it, which the forced request did not know (it was made
-        // while the core could not be asked, or could not be believed): new evidence against
-        // it, and approving would have reprocess book it again.
-        Some((what, _))
-            if r.forced
-                && what.starts_with(ANSWERS_BOOKED)
-                && !r.evidence.starts_with(ANSWERS_BOOKED) =>
-        {
-            Err(format!(
-                "{what}, which the forced request did not know; reject the request (settle \
-                 --booked with that booking)"
-            ))
-        }
+        // The core now says it booked it: approving would have reprocess book it again,
+        // forced or not (a forced request is one made while the core could not be asked, or
+        // could not be believed, never against its 200).
+        Some((what, _)) if r.forced && what.starts_with(ANSWERS_BOOKED) => Err(format!(
+            "{what}, which the forced request did not know; reject the request (settle \
+             --booked with that booking)"
+        )),
         // The maker asked to settle it without that proof, and says so in the reason.
         Some((what, _)) if r.forced => Ok(Some(what)),
         Some((what, _)) => Err(format!(
             "{what}: it no longer proves \"never booked\"; reject the request"
         )),
     })
+}
+
+/// Whether the request's change is the one `settle` builds from the row's stored request:
+/// booked, DONE/0000 with a booking of the request's amount (the reply its header and that
+/// booking); not booked, FAILED/E902 header only, with its age guard. A request written by
+/// other means than the tool is carried out only if it is one the tool could have made.
+fn as_settle_builds(r: &SettleRequest, amount: u64, request: &[u8]) -> Result<(), String> {
+    let code = |c: &wire::Code| String::from_utf8_lossy(c).into_owned();
+    let expected = match r.outcome.as_str() {
+        BOOKED => {
+            let reply = wire::parse_reply(&r.response)?;
+            let booked = reply.booking.map(|b| b.amount);
+            if booked != Some(amount) {
+                return Err(format!(
+                    "its reply books {booked:?}, the request's amount is {amount}"
+                ));
+            }
+            let body: &[u8; wire::BOOKING_BODY_LEN] = r
+                .response
+                .get(wire::HEADER_LEN..)
+                .and_then(|b| b.try_into().ok())
+                .ok_or("its reply has no booking body")?;
+            (
+                State::Done,
+                code(&wire::OK),
+                wire::reply_to(request, &wire::OK, Some(body)),
+            )
+        }
+        NOT_BOOKED if r.min_age_secs.is_none() => return Err("no age guard".into()),
+        NOT_BOOKED => (
+            State::Failed,
+            code(&wire::E_NOT_SENT),
+            wire::reply_to(request, &wire::E_NOT_SENT, None),
+        ),
+        other => return Err(format!("outcome {other:?}")),
+    };
+    let (to, code, reply) = expected;
+    if (r.to_state, &r.rsp_code) != (to, &code) {
+        return Err(format!(
+            "{} asks for {}/{}, not {to}/{code}",
+            r.outcome, r.to_state, r.rsp_code
+        ));
+    }
+    if r.response != reply {
+        return Err(format!(
+            "its reply is not the {to}/{code} reply of the row's stored request"
+        ));
+    }
+    Ok(())
 }
 
 /// What the history adds to the request's reason: the checker's, and the inquiry's answer now.

@@ -181,7 +181,7 @@ pub fn doubt(
                     r.amount.unwrap_or_default(),
                     rfc3339_of_reply_time(&r.booked_at.unwrap_or_default())
                 ),
-                "settle --booked with that booking (--force would let reprocess book it again)",
+                "settle --booked with that booking (--force does not apply to a booking)",
             ))
         }
         Inquiry::Error(why) => Some((
@@ -193,6 +193,10 @@ pub fn doubt(
 
 /// What the inquiry said, as the request and the history record it.
 pub const NEVER_BOOKED: &str = "404 (never booked)";
+
+/// A request's outcomes, as `settle` records them.
+pub const BOOKED: &str = "booked";
+pub const NOT_BOOKED: &str = "not-booked";
 
 /// How a doubt that is the core's own word "booked" begins.
 pub const ANSWERS_BOOKED: &str = "the core's inquiry answers 200";

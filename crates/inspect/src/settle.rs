@@ -30,7 +30,10 @@ use serde::Serialize;
 use serde_json::json;
 use wire::{self, BOOKING_BODY_LEN};
 
-use crate::checks::{self, NEVER_BOOKED, doubt, not_settled_by_hand, unchanged_for};
+use crate::checks::{
+    self, ANSWERS_BOOKED, BOOKED, NEVER_BOOKED, NOT_BOOKED, doubt, not_settled_by_hand,
+    unchanged_for,
+};
 use crate::show::ReplyView;
 use crate::{SettleArgs, usage_error};
 
@@ -186,7 +189,7 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
             }
             let e = evidence;
             (
-                "booked",
+                BOOKED,
                 State::Done,
                 wire::OK,
                 Some(body),
@@ -201,7 +204,7 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
                 None => {
                     let e = NEVER_BOOKED.to_string();
                     (
-                        "not-booked",
+                        NOT_BOOKED,
                         State::Failed,
                         wire::E_NOT_SENT,
                         None,
@@ -210,8 +213,13 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
                         false,
                     )
                 }
+                // --force is for a core that cannot be asked or believed, never against its
+                // own 200: that is a booking, to settle --booked with.
+                Some((what, hint)) if what.starts_with(ANSWERS_BOOKED) => {
+                    return refused(&format!("{what}; {hint}"));
+                }
                 Some((what, _)) if force => (
-                    "not-booked",
+                    NOT_BOOKED,
                     State::Failed,
                     wire::E_NOT_SENT,
                     None,
@@ -249,7 +257,7 @@ pub fn settle(db: &Db, json: bool, o: Order) -> anyhow::Result<u8> {
         unchanged_for_secs: new.min_age_secs,
         maker: ledger.identity()?,
         reason,
-        inquiry: (outcome == "not-booked").then_some(evidence),
+        inquiry: (outcome == NOT_BOOKED).then_some(evidence),
         reply: ReplyView::of(&response).map_err(anyhow::Error::msg)?,
         expires_at: None,
         dry_run: o.dry_run,

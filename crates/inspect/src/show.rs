@@ -94,7 +94,7 @@ pub fn show(db: &Db, o: &Opts, guid: &str) -> anyhow::Result<u8> {
     };
     let inquiry: Option<InquiryRecord> = ledger.inquiry_record(guid)?;
     let requests = ledger.settle_requests(Listed::Of(guid), REQUESTS_SHOWN)?;
-    if row.is_none() && history.is_empty() {
+    if row.is_none() && history.is_empty() && requests.is_empty() {
         let why = format!("no row and no history for GUID {guid:?}");
         return Ok(cli::refuse_run("inspect", &why, EXIT_FATAL));
     }

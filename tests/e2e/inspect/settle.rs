@@ -16,6 +16,8 @@
 // Paths relative to this file's folder, as in `inspect.rs`.
 #[path = "settle/booked.rs"]
 mod booked;
+#[path = "settle/forged.rs"]
+mod forged;
 #[path = "settle/min_age.rs"]
 mod min_age;
 #[path = "settle/not_booked.rs"]

@@ -92,6 +92,9 @@ impl Ctx {
 
     /// Round `r`: the power cut at operation `crash_after`, dropped as `mode` says.
     pub fn round(&self, r: u64, crash_after: u64, mode: Mode, seed: u64) -> anyhow::Result<Report> {
+        // Each round's metrics file is its own (one left by an earlier round would hide a
+        // lost rename).
+        let _ = std::fs::remove_file(self.backing.join("metrics/resolve.prom"));
         let fs = Lossyfs::start(
             &self.lossyfs,
             &self.backing,
@@ -204,9 +207,20 @@ impl Ctx {
 
     /// The checks on what the cut left, before anything runs on it again.
     fn after_cut(&self, r: u64, backup_file: &str, report: &mut Report) -> anyhow::Result<()> {
+        // What the channels saw themselves (two different 0000 replies) first.
+        report.violations.append(&mut lock(&self.book).violations);
+        // A ledger the cut left unreadable (not a database, malformed) is a finding, not a
+        // failure of the run.
+        if let Err(e) = self.ledger_after_cut(r, &mut report.violations) {
+            let why = format!("round {r}: the ledger the cut left cannot be read: {e:#}");
+            report.violations.push(why);
+        }
+        self.files_after_cut(r, backup_file, report)
+    }
+
+    fn ledger_after_cut(&self, r: u64, out: &mut Vec<String>) -> anyhow::Result<()> {
         let booked = checks::bookings(&self.journal)?;
         let ledger = self.ledger(&self.backing);
-        let out = &mut report.violations;
         let book = lock(&self.book);
         let acknowledged = book.known.values().any(|k| k.ok_reply.is_some());
         if !ledger.exists() {
@@ -228,8 +242,18 @@ impl Ctx {
             return Ok(());
         }
         checks::acknowledged(&c, &book, r, out)?;
-        checks::booked_have_rows(&c, &booked, r, out)?;
-        drop(c);
+        checks::booked_have_rows(&c, &booked, r, out)
+    }
+
+    /// The files of ours beside the ledger: a backup and a metrics file written before the
+    /// cut are there, and nothing else of them.
+    fn files_after_cut(
+        &self,
+        r: u64,
+        backup_file: &str,
+        report: &mut Report,
+    ) -> anyhow::Result<()> {
+        let out = &mut report.violations;
         let backup = self.backing.join(backup_file);
         if report.backup_done {
             report.backup_restored = self.check_backup(r, &backup, out)?;
@@ -336,10 +360,14 @@ impl Ctx {
         };
         let mut chan = testkit::Chan::connect(addr.as_str(), Duration::from_secs(10))?;
         for (guid, msg) in &resend {
-            let reply = chan
-                .call(msg)
-                .with_context(|| format!("resending {guid}"))?;
-            traffic::record(&self.book, r, guid, &reply);
+            match chan.call(msg) {
+                Ok(reply) => traffic::record(&self.book, r, guid, &reply),
+                Err(e) => {
+                    let why = format!("round {r}: the restarted relay did not answer {guid}: {e}");
+                    report.violations.push(why);
+                    break;
+                }
+            }
         }
         drop(chan);
         testkit::process::signal(relay.id(), "-TERM");
@@ -369,6 +397,7 @@ impl Ctx {
         checks::booked_once(&booked, r, out);
         let c = checks::open(&self.ledger(&self.backing))?;
         checks::acknowledged(&c, &lock(&self.book), r, out)?;
+        checks::booked_have_rows(&c, &booked, r, out)?;
         out.append(&mut lock(&self.book).violations);
         Ok(())
     }

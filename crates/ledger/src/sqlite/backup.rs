@@ -458,8 +458,12 @@ impl Temp {
                 io::ErrorKind::AlreadyExists => BackupError::Exists(to.to_path_buf()),
                 _ => io_err("link the copy to")(e),
             })?;
-            // `to` holds the copy now; its temporary name goes before the directory's sync.
-            fs::remove_file(&self.0).map_err(io_err("remove the temporary name beside"))?;
+            // `to` holds the copy now; its temporary name goes before the directory's sync
+            // (if it cannot, neither name stays: a backup that fails leaves no file).
+            if let Err(e) = fs::remove_file(&self.0) {
+                let _ = fs::remove_file(to);
+                return Err(io_err("remove the temporary name beside")(e));
+            }
         }
         let dir = match to.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,

@@ -78,5 +78,6 @@ for_each_backend!(
     rules::the_sql_selects_what_the_rules_say,
     settle_requests::the_maker_cannot_approve_and_another_person_carries_it_out,
     settle_requests::a_changed_row_an_expired_or_rejected_request_is_left_alone,
+    settle_requests::the_approval_holds_a_row_younger_than_its_age_guard,
     settle_requests::a_statement_by_hand_cannot_approve_its_makers_request,
 );

@@ -43,9 +43,10 @@ fn make_as_someone_else(b: &Backend, n: &NewRequest) -> (i64, String) {
             let id = c
                 .query_row(
                     "INSERT INTO settle_request (guid, seen_state, seen_attempts, outcome, \
-                     to_state, rsp_code, response, evidence, reason, maker, expires_at) \
+                     to_state, rsp_code, response, evidence, reason, maker, expires_at, \
+                     forced, min_age_secs) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, txrelay_identity(), \
-                     strftime('%Y-%m-%dT%H:%M:%SZ', 'now', ?10)) RETURNING id",
+                     strftime('%Y-%m-%dT%H:%M:%SZ', 'now', ?10), ?11, ?12) RETURNING id",
                     rusqlite::params![
                         n.guid,
                         n.seen_state.as_str(),
@@ -57,6 +58,8 @@ fn make_as_someone_else(b: &Backend, n: &NewRequest) -> (i64, String) {
                         n.evidence,
                         n.reason,
                         format!("+{} seconds", n.expires_in_secs),
+                        n.forced,
+                        n.min_age_secs.map(|s| s as i64),
                     ],
                     |r| r.get(0),
                 )
@@ -164,6 +167,42 @@ pub fn the_maker_cannot_approve_and_another_person_carries_it_out(b: &Backend) {
         me.approve_settle_request(999_999, None).unwrap(),
         Decided::NoSuchRequest
     ));
+}
+
+/// A not-booked request's age guard is in the approval's own statement, not only in the tool:
+/// a row younger than the request's `min_age_secs` is left alone, the request still pending;
+/// once old enough, the same approval carries it out.
+pub fn the_approval_holds_a_row_younger_than_its_age_guard(b: &Backend) {
+    let me = b.tool();
+    b.put(&[Hand {
+        guid: "SR-Y",
+        state: "UNKNOWN",
+        rsp_code: Some("E901"),
+        request: None,
+        attempts: Some(1),
+        age_secs: 10,
+    }]);
+    let mut n = new_request("SR-Y", 1, 3600);
+    (n.outcome, n.to, n.rsp_code, n.min_age_secs) =
+        ("not-booked", State::Failed, "E902".into(), Some(300));
+    let (id, _) = make_as_someone_else(b, &n);
+    assert!(matches!(
+        me.approve_settle_request(id, None).unwrap(),
+        Decided::RowChanged(_)
+    ));
+    assert_eq!(me.read("SR-Y").unwrap().unwrap().state, State::Unknown);
+    assert_eq!(
+        me.settle_request(id).unwrap().unwrap().status,
+        Status::Pending
+    );
+    // Years old now (a statement by hand, as time passing).
+    b.by_hand("UPDATE tx SET updated_at = '2000-01-01 00:00:00' WHERE guid = 'SR-Y'")
+        .unwrap();
+    let Decided::Done(done) = me.approve_settle_request(id, None).unwrap() else {
+        panic!("not approved once old enough")
+    };
+    assert_eq!(done.status, Status::Approved);
+    assert_eq!(me.read("SR-Y").unwrap().unwrap().state, State::Failed);
 }
 
 pub fn a_changed_row_an_expired_or_rejected_request_is_left_alone(b: &Backend) {

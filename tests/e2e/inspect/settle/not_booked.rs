@@ -190,6 +190,9 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
         "{why}"
     );
 
+    // --force is for a core that cannot be asked or believed, never against its own 200:
+    // that is a booking (settle --booked), and forcing it would have reprocess book it again.
+    let before = rows_by_guid(&s.db);
     let r = settle(
         &s.db,
         &p,
@@ -197,29 +200,25 @@ fn not_booked_is_refused_unless_the_core_answers_404_or_it_is_forced() {
         &["--not-booked", "--core", &core, "--force"],
         "the operator knows better",
     );
-    r.expect_code(EXIT_SETTLED);
-    assert!(
-        r.stdout().starts_with("approve 2: settle G-ST-YES: "),
-        "{}",
-        r.stdout()
+    assert_refused(
+        &r,
+        "G-ST-YES",
+        "the core's inquiry answers 200: it booked this GUID",
     );
     assert!(
-        r.stdout()
-            .contains("\napproval: inquiry at approval: the core's inquiry answers 200"),
+        r.stderr()
+            .contains("settle --booked with that booking (--force does not apply to a booking)"),
         "{}",
-        r.stdout()
+        r.stderr()
     );
-    assert_failed_e902(&s.db, &m, 1);
-    let reason = history(&s.db, "G-ST-YES").pop().unwrap().reason.unwrap();
-    let approved = approved_reason(
-        &s.db,
-        &p,
-        2,
-        "not-booked",
-        "the operator knows better; forced without a 404 (the core's inquiry answers 200",
-        None,
+    assert_eq!(rows_by_guid(&s.db), before, "nothing changed");
+    let j = inspect(&s.db, &["requests", "--all", "--json"]).json();
+    assert_eq!(
+        j["requests"].as_array().map(Vec::len),
+        Some(1),
+        "no request made: {j}"
     );
-    assert!(reason.starts_with(&approved), "{reason}");
+    assert_eq!(s.core().bookings("G-ST-YES"), 1);
 }
 
 #[test]
