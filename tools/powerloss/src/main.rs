@@ -220,7 +220,9 @@ fn run(a: &Args) -> anyhow::Result<u8> {
         (true, None) => {
             println!(
                 "powerloss: the negative control PASSED: the run did not see the loss it must \
-                 see (a release build has no synchronous=NORMAL switch: run the debug binaries)"
+                 see (the switch exists only in a debug build of the workspace, whose ledger has \
+                 the unsafe-test-switches feature: run those binaries, not a release or a \
+                 `cargo build -p relay` one)"
             );
             1
         }

@@ -2,8 +2,10 @@
 //! release build. The power-loss run's negative control (issue 43, `tools/powerloss`) needs a
 //! ledger that is *not*, to show that the run sees what a lost commit does: in a debug build
 //! only, `TXRELAY_TEST_UNSAFE_SYNCHRONOUS_NORMAL=1` makes it `synchronous=NORMAL` (the WAL
-//! synced only at checkpoints), and says so on stderr. A release build has no such switch: the
-//! code is compiled out, whatever the environment says.
+//! synced only at checkpoints), and says so on stderr. It exists only in a debug build with the
+//! `unsafe-test-switches` feature (which tools/powerloss turns on): a release build, or a
+//! debug build of the relay alone, has no such switch — the code is compiled out, whatever the
+//! environment says.
 
 /// The pragma to set and the value `PRAGMA synchronous` must then read.
 pub(super) fn wanted() -> (&'static str, i64) {
@@ -17,7 +19,7 @@ pub(super) fn wanted() -> (&'static str, i64) {
 /// The test switch's variable.
 pub const UNSAFE_NORMAL_ENV: &str = "TXRELAY_TEST_UNSAFE_SYNCHRONOUS_NORMAL";
 
-#[cfg(debug_assertions)]
+#[cfg(all(debug_assertions, feature = "unsafe-test-switches"))]
 fn unsafe_normal() -> bool {
     static SAID: std::sync::Once = std::sync::Once::new();
     let on = std::env::var(UNSAFE_NORMAL_ENV).is_ok_and(|v| v == "1");
@@ -34,7 +36,7 @@ fn unsafe_normal() -> bool {
     on
 }
 
-#[cfg(not(debug_assertions))]
+#[cfg(not(all(debug_assertions, feature = "unsafe-test-switches")))]
 fn unsafe_normal() -> bool {
     false
 }
