@@ -1,10 +1,10 @@
 //! File operations: attributes, open, read, write (through the model), fsync, release.
 
 use std::ffi::CString;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -14,6 +14,7 @@ use super::LossyFs;
 use super::attr::attr;
 use super::handles::Handle;
 use crate::gate::Mutation;
+use crate::model::read_up_to;
 
 /// The attribute changes of a setattr that lossyfs carries out.
 #[derive(Debug, Default)]
@@ -95,7 +96,7 @@ impl LossyFs {
         let (local, state) = self.lock();
         state.gate.check()?;
         let file = local.handles.file(fh)?;
-        Ok(read_up_to(file, offset, size as usize)?)
+        Ok(read_up_to(file, offset, u64::from(size))?)
     }
 
     pub(super) fn do_write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
@@ -123,22 +124,6 @@ impl LossyFs {
     pub(super) fn do_release(&self, fh: u64) {
         self.local().handles.remove(fh);
     }
-}
-
-/// Reads up to `len` bytes at `offset` (fewer at the end of the file).
-fn read_up_to(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; len];
-    let mut done = 0;
-    while done < len {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    buf.truncate(done);
-    Ok(buf)
 }
 
 /// utimensat(2) on `path`, leaving alone what is not given.

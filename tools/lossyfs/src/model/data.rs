@@ -114,7 +114,7 @@ impl FileData {
 }
 
 /// Reads up to `len` bytes at `at`; fewer where the file ends.
-fn read_up_to(file: &File, at: u64, len: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read_up_to(file: &File, at: u64, len: u64) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
     let mut done = 0;
     while done < buf.len() {

@@ -20,6 +20,9 @@ mod mode;
 mod revert;
 mod trash;
 
+/// Positional reads, as the model captures durable bytes and the mount serves reads.
+pub(crate) use data::read_up_to;
+
 #[cfg(test)]
 mod tests;
 
