@@ -4,8 +4,9 @@
 Starts a throwaway PostgreSQL cluster (initdb in a temp folder, as the postgres user when run
 as root; fsync on, synchronous_commit on, autovacuum off so that no worker's CPU is counted),
 and for each variant of the ledger schema — no history trigger, the row trigger of schema
-version 3 (tests/e2e_pg/fixtures/schema.postgres.v3.sql), the statement triggers of version 4
-(schema.postgres.sql) — in a fresh database, runs pgbench with two workloads:
+version 3 (its migration steps 1 to 3, crates/ledger/src/postgres/migrations/), the statement
+triggers of version 4 (schema.postgres.sql) — in a fresh database, runs pgbench with two
+workloads:
 
   single: INSERT … VALUES (one row) ON CONFLICT (guid) DO NOTHING, each its own commit;
   batch:  INSERT … SELECT … FROM unnest(100 GUIDs) ON CONFLICT (guid) DO NOTHING RETURNING
@@ -120,7 +121,14 @@ def main():
             with open(scripts[name], "w") as f:
                 f.write(text)
             os.chmod(scripts[name], 0o644)
-        v3 = os.path.join(ROOT, "tests/e2e_pg/fixtures/schema.postgres.v3.sql")
+        # The schema of version 3: its migration steps, in order.
+        v3 = os.path.join(tmp, "schema.v3.sql")
+        with open(v3, "w") as f:
+            for step in (1, 2, 3):
+                path = os.path.join(ROOT, f"crates/ledger/src/postgres/migrations/v{step}.sql")
+                with open(path) as step_file:
+                    f.write(step_file.read() + "\n")
+        os.chmod(v3, 0o644)
         v4 = os.path.join(ROOT, "schema.postgres.sql")
         variants = [("none", v4, NO_TRIGGER), ("row (v3)", v3, ""), ("statement (v4)", v4, "")]
         tx = {"single": a.single_tx, "batch": a.batch_tx}

@@ -1,5 +1,5 @@
-//! SQLite schema version 7 end to end: a ledger a version-6 build left (its schema as
-//! schema.sql was then, crates/ledger/src/sqlite/schema_v6.sql) is read as it is by
+//! SQLite schema version 7 end to end: a ledger a version-6 build left (its schema rebuilt by
+//! the migration steps, `ledger::sqlite::migrations::create_at_version`) is read as it is by
 //! `inspect`, and upgraded in place by the first tool that writes, which logs it once: the
 //! history table rebuilt without AUTOINCREMENT, every row kept with its id, new changes
 //! (ours and hand-made ones) recorded after them.
@@ -8,8 +8,6 @@ use rusqlite::Connection;
 
 use crate::inspect::inspect;
 use crate::util::*;
-
-const SCHEMA_V6: &str = include_str!("../../crates/ledger/src/sqlite/schema_v6.sql");
 
 /// (id, from_state, to_state, who) of `guid`'s history, read from the file as it is.
 fn history(c: &Connection, guid: &str) -> Vec<(i64, Option<String>, Option<String>, String)> {
@@ -34,16 +32,17 @@ fn declaration(c: &Connection) -> String {
 fn a_version_6_ledger_is_upgraded_in_place_by_the_first_tool_that_writes() {
     let db = temp_ledger();
     let c = Connection::open(db.path()).unwrap();
-    c.execute_batch(&format!(
-        "PRAGMA journal_mode=WAL; {SCHEMA_V6}; PRAGMA user_version = 6;
-         INSERT INTO tx_actor (who) VALUES ('relay');
+    c.execute_batch("PRAGMA journal_mode=WAL").unwrap();
+    ledger::sqlite::migrations::create_at_version(&c, 6).unwrap();
+    c.execute_batch(
+        "INSERT INTO tx_actor (who) VALUES ('relay');
          INSERT INTO tx (guid, tx_code, state, request, attempts, updated_at)
              VALUES ('G-UP-1', 'TRNF', 'SENT', x'71', 1, datetime('now', '-40 days'));
          UPDATE tx SET state = 'DONE', rsp_code = '0000', updated_at = datetime('now', '-40 days')
              WHERE guid = 'G-UP-1';
          DELETE FROM tx_actor;
-         INSERT INTO tx (guid, state, attempts) VALUES ('G-UP-2', 'FAILED', 1);"
-    ))
+         INSERT INTO tx (guid, state, attempts) VALUES ('G-UP-2', 'FAILED', 1);",
+    )
     .unwrap();
     let before = history(&c, "G-UP-1");
     assert_eq!(before.len(), 2);

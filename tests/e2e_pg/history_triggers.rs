@@ -6,10 +6,6 @@
 
 use crate::util::*;
 
-/// The schema of version 3, as `main` had it before the statement triggers: the upgrade's
-/// starting point.
-const SCHEMA_V3: &str = include_str!("fixtures/schema.postgres.v3.sql");
-
 /// One history row: guid, from, to, rsp_code, attempts, who, reason, channel.
 type Seen = (
     String,
@@ -107,11 +103,10 @@ fn a_version_3_ledger_is_upgraded_in_place_keeping_its_history() {
     skip_if_unavailable!();
     let db = temp_ledger();
     let mut c = db.pg_client();
-    c.batch_execute(SCHEMA_V3).expect("the version 3 schema");
+    // The schema of version 3, rebuilt by the migration steps: the upgrade's starting point.
+    ledger::postgres::create_at_version(&mut c, 3).expect("the version 3 schema");
     c.batch_execute(
-        "CREATE TABLE ledger_schema (version INTEGER NOT NULL); \
-         INSERT INTO ledger_schema (version) VALUES (3); \
-         INSERT INTO tx (guid, state, attempts) VALUES ('V3-B', 'SENT', 1), ('V3-A', 'SENT', 1); \
+        "INSERT INTO tx (guid, state, attempts) VALUES ('V3-B', 'SENT', 1), ('V3-A', 'SENT', 1); \
          UPDATE tx SET state = 'DONE', rsp_code = '0000' WHERE guid = 'V3-A'",
     )
     .expect("a version 3 ledger in use");

@@ -40,7 +40,7 @@ use postgres::types::ToSql;
 
 pub use pool::Settings;
 use pool::{Plans, Pool};
-pub use schema::{SCHEMA, SCHEMA_LOCK};
+pub use schema::{SCHEMA, SCHEMA_LOCK, SCHEMA_VERSION, create_at_version};
 use sql::{ACTOR, COPY_ROW, HAS_INQUIRY_TABLE};
 pub use url::{PgUrl, is_pg_url};
 

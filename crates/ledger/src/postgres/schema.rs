@@ -1,5 +1,10 @@
 //! The PostgreSQL ledger's schema: applied once per version, under an advisory lock, by
-//! whichever tool or relay opens the ledger first.
+//! whichever tool or relay opens the ledger first. Its versions are a list, as the SQLite
+//! ledger's are (`sqlite::migrations`): `STEPS[v - 1]` is the SQL that version `v` added,
+//! frozen once shipped (`migrations/vN.sql`), each harmless when run twice. A ledger older
+//! than the tools gets its missing steps and then schema.postgres.sql, in one transaction; a
+//! new one gets schema.postgres.sql alone; [`create_at_version`] rebuilds any old schema for
+//! the tests of upgrades. A test holds the steps from an empty database equal to the schema.
 
 use std::time::Duration;
 
@@ -11,14 +16,19 @@ pub const SCHEMA: &str = include_str!("../../../../schema.postgres.sql");
 /// Tools starting together take this advisory lock to apply the schema one at a time.
 pub const SCHEMA_LOCK: i64 = 0x7478_7265_6c61_7900; // "txrelay"
 
-/// Bumped whenever `SCHEMA` changes; the table `ledger_schema` records what a ledger has
-/// seen (the tools apply the schema only when it says less). 2: `TRUNCATE tx` refused; 3:
-/// `tx.channel` and `tx_history.channel` (contract §8), recorded by the history trigger; 4:
-/// the history written by statement-level triggers with transition tables (one `INSERT …
-/// SELECT` per statement, however many rows it changed) in place of the row trigger; 5:
-/// `ledger_recovery` and `ledger_events` (contract §11); 6: `settle_request` and its trigger
-/// (contract §12, dual control).
-pub(super) const SCHEMA_VERSION: i32 = 6;
+/// Version by version, what the tools added to the schema.
+const STEPS: [&str; 6] = [
+    include_str!("migrations/v1.sql"),
+    include_str!("migrations/v2.sql"),
+    include_str!("migrations/v3.sql"),
+    include_str!("migrations/v4.sql"),
+    include_str!("migrations/v5.sql"),
+    include_str!("migrations/v6.sql"),
+];
+
+/// The schema version of these tools, which the table `ledger_schema` records (the tools apply
+/// the schema only when it says less): the number of steps.
+pub const SCHEMA_VERSION: i32 = STEPS.len() as i32;
 
 /// The schema version a ledger records (0: none yet).
 pub(super) fn schema_version(
@@ -50,11 +60,16 @@ fn apply_schema(c: &mut postgres::Client) -> std::result::Result<Option<i32>, po
             return Ok(None);
         }
         let mut t = c.transaction()?;
+        // Version 0 with no `tx` table: a new ledger, created rather than upgraded.
+        let created = from == 0
+            && !t
+                .query_one("SELECT to_regclass('tx') IS NOT NULL", &[])?
+                .get::<_, bool>(0);
+        if !created {
+            run_steps(&mut t, from, SCHEMA_VERSION)?;
+        }
         t.batch_execute(SCHEMA)?;
-        t.batch_execute(&format!(
-            "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL); \
-             INSERT INTO ledger_schema (version) VALUES ({SCHEMA_VERSION})"
-        ))?;
+        record_version(&mut t, SCHEMA_VERSION)?;
         t.commit().map(|()| Some(from))
     })();
     let unlocked = c.execute("SELECT pg_advisory_unlock($1)", &[&SCHEMA_LOCK]);
@@ -80,4 +95,47 @@ pub(super) fn bring_up_to_date(
     let applied = apply_schema(&mut c.client);
     let restored = c.client.batch_execute(&pool::timeouts(op_deadline));
     restored.and(applied)
+}
+
+/// Gives an empty database the schema that version `version` of the tools made (0: none), as
+/// it was: any old ledger, for a test of its upgrade. Not for a ledger in use.
+///
+/// # Panics
+/// If `version` is not one of `0..=SCHEMA_VERSION`.
+pub fn create_at_version(
+    c: &mut postgres::Client,
+    version: i32,
+) -> std::result::Result<(), postgres::Error> {
+    assert!(
+        (0..=SCHEMA_VERSION).contains(&version),
+        "no schema version {version}"
+    );
+    let mut t = c.transaction()?;
+    run_steps(&mut t, 0, version)?;
+    if version > 0 {
+        record_version(&mut t, version)?;
+    }
+    t.commit()
+}
+
+/// Runs the steps to versions `from + 1 ..= to`, in order.
+fn run_steps(
+    t: &mut postgres::Transaction<'_>,
+    from: i32,
+    to: i32,
+) -> std::result::Result<(), postgres::Error> {
+    for step in &STEPS[from as usize..to as usize] {
+        t.batch_execute(step)?;
+    }
+    Ok(())
+}
+
+fn record_version(
+    t: &mut postgres::Transaction<'_>,
+    version: i32,
+) -> std::result::Result<(), postgres::Error> {
+    t.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL); \
+         INSERT INTO ledger_schema (version) VALUES ({version})"
+    ))
 }

@@ -1,19 +1,15 @@
 //! Schema version 7: `tx_history` without `AUTOINCREMENT` and without its index on `at`. A
-//! version-6 file (schema_v6.sql, the schema as it was) is upgraded in place with its
-//! history kept, and every kind of change leaves the same history as it did under version 6.
+//! version-6 file (rebuilt by the migration steps, as a version-6 build made it) is upgraded
+//! in place with its history kept, and every kind of change leaves the same history as it did
+//! under version 6.
 
 use super::*;
-
-/// The schema of version 6, as schema.sql was before version 7.
-const SCHEMA_V6: &str = include_str!("schema_v6.sql");
 
 /// A ledger file as a version-6 build left it.
 fn v6_file(p: &Path) -> Connection {
     let c = Connection::open(p).unwrap();
-    c.execute_batch(&format!(
-        "PRAGMA journal_mode=WAL; {SCHEMA_V6}; PRAGMA user_version = 6;"
-    ))
-    .unwrap();
+    c.execute_batch("PRAGMA journal_mode=WAL").unwrap();
+    migrations::create_at_version(&c, 6).unwrap();
     c
 }
 

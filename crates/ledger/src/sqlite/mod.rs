@@ -16,6 +16,7 @@ mod history_table;
 #[cfg(test)]
 mod history_tests;
 pub mod lock;
+pub mod migrations;
 pub(crate) mod moved;
 mod page;
 mod reconcile;
@@ -43,17 +44,9 @@ pub use store::Hold;
 /// The schema file at the repository root, built into every binary.
 pub const SCHEMA: &str = include_str!("../../../../schema.sql");
 
-/// Bumped whenever `SCHEMA` changes; `PRAGMA user_version` records what a file has seen.
-/// 2: `tx_history`, its triggers and `tx_actor`; 3: `relay_health` (`/healthz`); 4:
-/// `tx_inquiry` (resolve's backoff); 5: the insert trigger records a row replaced by `INSERT
-/// OR REPLACE`; 6: `tx.channel` and `tx_history.channel` (contract §8), added by `ALTER
-/// TABLE` to older files, and the history triggers that record it; 7: `tx_history` without
-/// `AUTOINCREMENT` (older files get it rebuilt in place, `history_table`) and without the
-/// index on `at` that no query used: the same history, cheaper to write; 8: `ledger_recovery`
-/// and `ledger_events` (contract §11), and backup copies sealed (`backup_seal`); 9:
-/// `settle_request` and its triggers (contract §12, dual control). The schema is idempotent: a
-/// file at any earlier version gets whatever it lacks.
-pub const SCHEMA_VERSION: i64 = 9;
+/// The schema version of these tools, which `PRAGMA user_version` records: how many of the
+/// steps listed in `migrations` a file has had (each step says what its version added).
+pub const SCHEMA_VERSION: i64 = migrations::LATEST;
 
 /// How long a statement waits for another writer before giving up (then: E905).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -99,8 +92,8 @@ impl Ledger {
             source,
         })?;
         moved::refuse_if_moved(&conn, path)?;
-        refuse_newer(&conn, path)?;
-        show_missing_columns(&conn).map_err(|source| LedgerError::Open {
+        migrations::refuse_newer(&conn, path)?;
+        migrations::show_missing_columns(&conn).map_err(|source| LedgerError::Open {
             path: path.to_path_buf(),
             source,
         })?;
@@ -181,7 +174,7 @@ impl Ledger {
         }
         // Before the schema is brought up to date: a moved ledger is not touched.
         moved::refuse_if_moved(&conn, path)?;
-        migrate(&conn, path)?;
+        migrations::migrate(&conn, path)?;
         Ok(Ledger {
             conn,
             who: "ledger".into(),
@@ -344,118 +337,4 @@ fn create_private(path: &Path) {
     }
     #[cfg(not(unix))]
     let _ = path;
-}
-
-/// Applies the schema when the file's `user_version` says it has not seen this version, and
-/// logs the upgrade (from → to); a file a newer build wrote is refused.
-/// The schema is idempotent, so a file made by hand from schema.sql (version 0) is fine.
-/// Columns added since a table was first created come first (`ALTER TABLE` has no `IF NOT
-/// EXISTS`: whether a column is there is asked inside the same write transaction), so that
-/// the triggers the schema creates can name them; then a `tx_history` of before version 7
-/// is rebuilt without `AUTOINCREMENT`, its rows and ids kept.
-fn migrate(conn: &Connection, path: &Path) -> Result<()> {
-    let open_err = |source| LedgerError::Open {
-        path: path.to_path_buf(),
-        source,
-    };
-    if refuse_newer(conn, path)? >= SCHEMA_VERSION {
-        return Ok(());
-    }
-    conn.execute_batch("BEGIN IMMEDIATE").map_err(open_err)?;
-    // Asked again inside the write transaction: another tool may have upgraded meanwhile.
-    let applied = refuse_newer(conn, path).and_then(|from| {
-        if from >= SCHEMA_VERSION {
-            conn.execute_batch("COMMIT").map_err(open_err)?;
-            return Ok(());
-        }
-        // Version 0 with no `tx` table: a new file, created rather than upgraded.
-        let created = from == 0 && !has_table(conn, "tx").map_err(open_err)?;
-        add_missing_columns(conn)
-            .and_then(|()| history_table::drop_autoincrement(conn).map(|_| ()))
-            .and_then(|()| {
-                conn.execute_batch(&format!(
-                    "{SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-                ))
-            })
-            .map_err(open_err)?;
-        if !created {
-            log::info!(
-                "ledger {}: schema upgraded from version {from} to {SCHEMA_VERSION}",
-                path.display()
-            );
-        }
-        Ok(())
-    });
-    applied.inspect_err(|_| {
-        let _ = conn.execute_batch("ROLLBACK");
-    })
-}
-
-/// The file's schema version (`PRAGMA user_version`), refused if a newer build wrote it.
-fn refuse_newer(conn: &Connection, path: &Path) -> Result<i64> {
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|source| LedgerError::Open {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    if version > SCHEMA_VERSION {
-        return Err(LedgerError::NewerSchema {
-            ledger: path.display().to_string(),
-            found: version,
-            known: SCHEMA_VERSION,
-        });
-    }
-    Ok(version)
-}
-
-/// A file opened read-only, as it is, may be older than the columns we read: temporary
-/// views of the same name (they shadow the tables for unqualified names, and live in the
-/// connection's own temp schema, never in the file) show each missing column as NULL.
-fn show_missing_columns(conn: &Connection) -> rusqlite::Result<()> {
-    for_each_missing_column(conn, |table, column, _| {
-        format!("CREATE TEMP VIEW {table} AS SELECT *, NULL AS {column} FROM main.{table}")
-    })
-}
-
-/// The columns a later schema version added to a table an earlier one created.
-const ADDED_COLUMNS: [(&str, &str, &str); 2] =
-    [("tx", "channel", "TEXT"), ("tx_history", "channel", "TEXT")];
-
-fn add_missing_columns(conn: &Connection) -> rusqlite::Result<()> {
-    for_each_missing_column(conn, |table, column, decl| {
-        format!("ALTER TABLE {table} ADD COLUMN {column} {decl}")
-    })
-}
-
-/// Runs the statement `sql` makes for each of `ADDED_COLUMNS` that a table of this file has
-/// not got (a table the file has not got at all is left to the schema).
-fn for_each_missing_column(
-    conn: &Connection,
-    sql: impl Fn(&str, &str, &str) -> String,
-) -> rusqlite::Result<()> {
-    for (table, column, decl) in ADDED_COLUMNS {
-        if has_table(conn, table)? && !has_column(conn, table, column)? {
-            conn.execute_batch(&sql(table, column, decl))?;
-        }
-    }
-    Ok(())
-}
-
-fn has_table(conn: &Connection, table: &str) -> rusqlite::Result<bool> {
-    conn.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [table],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
-}
-
-pub(crate) fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
-    conn.query_row(
-        "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
-        [table, column],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
 }
