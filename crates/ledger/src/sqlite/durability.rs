@@ -16,7 +16,8 @@ pub(super) fn wanted() -> (&'static str, i64) {
     }
 }
 
-/// The test switch's variable.
+/// The test switch's variable (not even named in a build without the switch).
+#[cfg(any(test, all(debug_assertions, feature = "unsafe-test-switches")))]
 pub const UNSAFE_NORMAL_ENV: &str = "TXRELAY_TEST_UNSAFE_SYNCHRONOUS_NORMAL";
 
 #[cfg(all(debug_assertions, feature = "unsafe-test-switches"))]
