@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the SQLite history triggers cost the writer, without the relay: transfers (claim INSERT
 + result UPDATE, --batch per transaction as the group commit makes them, WAL, synchronous FULL
-unless --sync OFF) on the previous schema (version 6, crates/ledger/src/sqlite/schema_v6.sql)
+unless --sync OFF) on the previous schema (version 6, from the ledger's migration steps)
 without its tx triggers, as it was, with each element of its history changed alone, and on
 schema.sql as it is. Prints microseconds per transfer, the least of --rounds (the machine's
 noise only adds), and the median, and the pages each transfer writes to the WAL (frames;
@@ -40,11 +40,26 @@ args = parser.parse_args()
 if args.rounds < 1 or args.transfers < args.batch or args.batch < 1:
     parser.error('--rounds, --batch must be at least 1, --transfers at least --batch')
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
-v6 = open(os.path.join(root, 'crates/ledger/src/sqlite/schema_v6.sql')).read()
+
+
+def schema_at(version):
+    """The SQLite schema of `version` from the ledger's migration steps, as sqlite/migrations.rs
+    runs them (crates/ledger/src/sqlite/migrations/vN.sql; version 6 first adds the channel
+    columns, which SQL cannot do harmlessly and Rust does there)."""
+    steps = []
+    for v in range(1, version + 1):
+        if v == 6:
+            steps.append('ALTER TABLE tx ADD COLUMN channel TEXT;\n'
+                         'ALTER TABLE tx_history ADD COLUMN channel TEXT;\n')
+        steps.append(open(os.path.join(root, f'crates/ledger/src/sqlite/migrations/v{v}.sql')).read())
+    return '\n'.join(steps)
+
+
+v6 = schema_at(6)
 new = open(os.path.join(root, 'schema.sql')).read()
 AT_INDEX = 'CREATE INDEX IF NOT EXISTS tx_history_at ON tx_history (at);'
 GUID_INDEX = 'CREATE INDEX IF NOT EXISTS tx_history_guid ON tx_history (guid, id);'
-TWO_ACTORS = re.compile(r"VALUES \((.*?),\s*coalesce\(\(SELECT who FROM tx_actor ORDER BY rowid DESC LIMIT 1\), 'sql'\),\s*"
+TWO_ACTORS = re.compile(r"VALUES \(([^;]*?),\s*coalesce\(\(SELECT who FROM tx_actor ORDER BY rowid DESC LIMIT 1\), 'sql'\),\s*"
                         r"\(SELECT reason FROM tx_actor ORDER BY rowid DESC LIMIT 1\), (\w+\.channel)\);", re.S)
 ONE_ACTOR = (r"SELECT \1, coalesce(a.who, 'sql'), a.reason, \2 "
              r"FROM (SELECT max(rowid) AS r FROM tx_actor) m LEFT JOIN tx_actor a ON a.rowid = m.r;")
