@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use crate::clock::{Clock, SystemClock};
 use crate::core::PendingAnswer;
 
 /// What became of a late reply (`late::settle`).
@@ -20,6 +21,12 @@ pub enum LateReply {
 
 /// The receiver of what the decisions report. Every method has a default that ignores it.
 pub trait Events: Sync {
+    /// The clock the decisions read and pause on while they serve this process: the
+    /// system's, unless the process runs on one of its own (the simulator, tests).
+    fn clock(&self) -> &dyn Clock {
+        &SystemClock
+    }
+
     /// Whether a core call that times out waiting for its answer is to be kept and handed to
     /// [`Events::late_call`] once its row is recorded UNKNOWN.
     fn keeps_late_calls(&self) -> bool {

@@ -7,8 +7,6 @@
 //! UNKNOWN → DONE with the reply the channel would have got — one guarded statement that
 //! names the attempt — and the next resend gets it instead of `E901`.
 
-use std::time::Instant;
-
 use crate::core::Outcome;
 use ledger::state::{Change, State};
 use ledger::store::Store;
@@ -47,7 +45,7 @@ pub fn settle<S: Store + ?Sized>(
     .because("late reply");
     // Recorded like any result: retried while the ledger fails, and if the row moved on
     // (resolve took a 404 from the core still at work: FAILED), put right.
-    let by = Instant::now() + RECORD_WINDOW;
+    let by = events.clock().now() + RECORD_WINDOW;
     // Nobody waits for this answer: only whether the result was written matters.
     let (_, made) = record_result(store, events, msg, None, change, by);
     if made {

@@ -3,12 +3,15 @@
 //! claim, send, record; `record`), late replies (`late`), possible double bookings
 //! (`double_booking`), recovery mode's inquiry before a claim (`recovery`), and the batch
 //! tools (`batch`: resolve, reprocess, purge, the canary). Its ports: the core (`core`, which
-//! the HTTP client implements and tests script) and an events sink (`events`), which the
-//! relay's `server` crate implements with its metrics and late-reply waiters. Repeated
+//! the HTTP client implements and tests script), an events sink (`events`), which the
+//! relay's `server` crate implements with its metrics and late-reply waiters, and the clock
+//! (`clock`), which the events sink gives (the system's, unless a simulator or a test gives
+//! its own). Repeated
 //! warnings are rate-limited (`log_limit`). The binaries only parse flags and call in here
 //! or into `server`.
 
 pub mod batch;
+pub mod clock;
 pub mod core;
 pub mod double_booking;
 pub mod events;

@@ -11,6 +11,7 @@ use ledger::store::Store;
 use log::warn;
 use wire::{self, Code};
 
+use crate::clock::Clock;
 use crate::double_booking;
 use crate::events::Events;
 use crate::recovery;
@@ -127,7 +128,7 @@ pub fn record_result<S: Store + ?Sized>(
     change: Change,
     by: Instant,
 ) -> (Handled, bool) {
-    match record(store, &change, by) {
+    match record(store, events.clock(), &change, by) {
         Ok(true) => (Handled::recorded(change), true),
         Ok(false) => after_miss(store, events, msg, channel, change),
         Err(e) => {
@@ -147,6 +148,7 @@ pub fn record_result<S: Store + ?Sized>(
 /// whose commit was not replicated (PostgreSQL) is not retried.
 fn record<S: Store + ?Sized>(
     store: &S,
+    clock: &dyn Clock,
     change: &Change,
     by: Instant,
 ) -> ledger::error::Result<bool> {
@@ -156,13 +158,13 @@ fn record<S: Store + ?Sized>(
             // Not retried: the write is on the primary alone, and a retry would find the row
             // moved on and answer from it as if the result were durable.
             Err(e @ LedgerError::NotReplicated { .. }) => return Err(e),
-            Err(e) if Instant::now() + pause < by => {
+            Err(e) if clock.now() + pause < by => {
                 // A ledger that stays locked makes every request retry dozens of times.
                 warn_limited!(PER_REQUEST, "results retried",
                     guid:% = change.guid; "cannot record {} yet, retrying: {e}",
                     change.code_str()
                 );
-                std::thread::sleep(pause);
+                clock.sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(500));
             }
             done => return done,

@@ -2,7 +2,7 @@
 //! from its row; call the core only when the claim was ours; record the result. While the
 //! ledger is recovering (§11), ask the core before a claim (`recovery`).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::core::Outcome;
 use ledger::sqlite::BUSY_TIMEOUT;
@@ -152,14 +152,16 @@ pub fn send_and_record<S: Store + ?Sized, C: Core + ?Sized>(
     msg: &[u8],
     attempt: i64,
 ) -> Handled {
-    let record_by = Instant::now() + core.deadline() + RECORD_WINDOW;
-    let called = Instant::now();
+    let clock = events.clock();
+    let called = clock.now();
+    let record_by = called + core.deadline() + RECORD_WINDOW;
     let (outcome, call) = if events.keeps_late_calls() {
         core.post_transfer_keeping_late(t)
     } else {
         (core.post_transfer(t), None)
     };
-    events.core_call(outcome.label(), called.elapsed());
+    let took = clock.now().saturating_duration_since(called);
+    events.core_call(outcome.label(), took);
     // A send that failed says why in the log and in the row's history (read timeout, HTTP
     // 500, reset, refused, ...): the investigator's first question about an UNKNOWN row. The
     // log says it at most once a second per kind (a core that is down fails every request

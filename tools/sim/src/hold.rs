@@ -1,9 +1,11 @@
 //! The ledger as the simulator holds it: the real SQLite `Store` (its SQL, its guarded
 //! statements) over one connection, with a yield point before each read and write, so that
-//! the scheduler can interleave actors between any two ledger steps.
+//! the scheduler can interleave actors between any two ledger steps; a run may have the
+//! ledger refuse some writes, as a ledger locked past its busy timeout does.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use ledger::error::LedgerError;
 use ledger::sqlite::{Hold, Ledger};
 use ledger::store::Durability;
 
@@ -33,6 +35,11 @@ impl Hold for SimHold {
         f: impl FnOnce(&Ledger) -> ledger::error::Result<R> + Send + 'static,
     ) -> ledger::error::Result<R> {
         self.sched.pause();
+        if self.sched.refuses_write() {
+            return Err(LedgerError::Unavailable(
+                "the simulator's ledger refuses this write".into(),
+            ));
+        }
         f(&self.lock())
     }
 

@@ -1,20 +1,24 @@
 //! `sim`: runs the simulator over seeds. `sim --seeds 2000` (from seed 1), `sim --seed 1234`
 //! (one run, replayed), `--no-timing-assumption` (resolve acts while a request of a given-up
-//! call may still reach the core: the double booking the assumption prevents). Exit 1 and
-//! the failing seed on the first violation.
+//! call may still reach the core: the double booking the assumption prevents),
+//! `--refuse-writes N` (the ledger refuses one write in N, as a ledger locked past its busy
+//! timeout does). Exit 1 and the failing seed on the first violation.
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
-    let (mut from, mut count, mut timing) = (1u64, 1000u64, true);
-    const USAGE: &str = "--seeds N, --from S, --seed S, --no-timing-assumption";
+    let (mut from, mut count, mut timing, mut refuse) = (1u64, 1000u64, true, 0u64);
+    const USAGE: &str = "--seeds N, --from S, --seed S, --no-timing-assumption, --refuse-writes N";
     while let Some(a) = args.next() {
         let mut num = || args.next().and_then(|v| v.parse::<u64>().ok());
         let parsed = match a.as_str() {
             "--seeds" => num().map(|n| count = n),
             "--from" => num().map(|n| from = n),
             "--seed" => num().map(|n| (from, count) = (n, 1)),
+            "--refuse-writes" => num()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(|n| refuse = n.into()),
             "--no-timing-assumption" => {
                 timing = false;
                 Some(())
@@ -28,23 +32,28 @@ fn main() -> ExitCode {
     }
     sim::quiet_crashes();
     let dir = tempfile::tempdir_in(scratch()).expect("a temporary directory");
-    let (mut crashes, mut steps, mut answers) = (0, 0, 0);
+    let (mut crashes, mut steps, mut answers, mut refused) = (0, 0, 0, 0);
     for seed in from..from + count {
         let mut plan = sim::Plan::new(seed);
         plan.timing = timing;
+        plan.refuse_write_one_in = refuse as u32;
         let out = sim::run(plan, dir.path());
         crashes += out.crashes;
+        refused += out.refused;
         steps += out.steps;
         answers += out.answers;
         if !out.verdict.passed() {
-            println!(
-                "sim: FAIL seed {seed} (replay: sim --seed {seed}{})",
-                if timing {
-                    ""
-                } else {
-                    " --no-timing-assumption"
-                }
-            );
+            let timing = if timing {
+                ""
+            } else {
+                " --no-timing-assumption"
+            };
+            let refusing = if refuse > 0 {
+                format!(" --refuse-writes {refuse}")
+            } else {
+                String::new()
+            };
+            println!("sim: FAIL seed {seed} (replay: sim --seed {seed}{timing}{refusing})");
             for v in &out.verdict.violations {
                 println!("  {v}");
             }
@@ -52,7 +61,8 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "sim: PASS {count} seeds from {from}: {answers} answers to channels, {crashes} crashes, {steps} steps"
+        "sim: PASS {count} seeds from {from}: {answers} answers to channels, {crashes} crashes, \
+         {steps} steps, {refused} writes refused"
     );
     ExitCode::SUCCESS
 }

@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use core_api::PendingAnswer;
 use engine::batch::{self, ResolveSettings};
@@ -15,10 +16,11 @@ use ledger::store::Store;
 use wire::Transfer;
 
 use crate::check::{self, Answered, Verdict};
-use crate::clock::Clock;
+use crate::clock::{Clock, START_MS};
 use crate::core::{REACH_MS, SimCore};
 use crate::hold::SimHold;
 use crate::sched::{Crash, Kind, Sched};
+use engine::clock::Clock as _;
 
 /// How a run is made.
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +34,10 @@ pub struct Plan {
     pub timing: bool,
     /// One chance in this of a request crashing at each of its yield points.
     pub crash_one_in: u32,
+    /// One chance in this that the ledger refuses an actor's write (0: never): claims
+    /// answered E905, results retried on the run's clock for their record window, batch
+    /// writes failed.
+    pub refuse_write_one_in: u32,
 }
 
 impl Plan {
@@ -42,6 +48,7 @@ impl Plan {
             guids: 6,
             timing: true,
             crash_one_in: 40,
+            refuse_write_one_in: 0,
         }
     }
 }
@@ -56,14 +63,38 @@ const STALE_SENT_SECS: u64 = 60;
 /// A late call the relay would wait on: its answer to come, its attempt and request.
 type LateCall = (Box<dyn PendingAnswer>, i64, Vec<u8>);
 
+/// The run's clock as the engine reads it (`Events::clock`): an instant as far from the
+/// origin as the run's clock is from its start, and a pause that moves the run's clock on and
+/// gives the turn away (a request may crash there, as at any yield point).
+struct EngineClock {
+    sched: Arc<Sched>,
+    origin: Instant,
+}
+
+impl engine::clock::Clock for EngineClock {
+    fn now(&self) -> Instant {
+        let ms = self.sched.clock().now_ms() - START_MS;
+        self.origin + Duration::from_millis(ms.max(0) as u64)
+    }
+    fn sleep(&self, d: Duration) {
+        self.sched.clock().advance(d.as_millis() as i64);
+        self.sched.pause();
+    }
+}
+
 /// The late calls, kept for the late-answer actor, each with the relay's life it began in
-/// (a crash ends its waiter: its answer is never read).
+/// (a crash ends its waiter: its answer is never read); the engine's clock.
 struct SimEvents {
     sched: Arc<Sched>,
     late: Mutex<Vec<(LateCall, u64)>>,
+    clock: EngineClock,
 }
 
 impl Events for SimEvents {
+    fn clock(&self) -> &dyn engine::clock::Clock {
+        &self.clock
+    }
+
     fn keeps_late_calls(&self) -> bool {
         true
     }
@@ -97,8 +128,7 @@ impl SimEvents {
     fn settle(&self, store: &dyn Store, k: Option<u64>) {
         for (call, attempt, msg) in self.take(k) {
             let guid = call.guid().to_string();
-            let until = std::time::Instant::now();
-            if let Some(outcome) = call.wait(until) {
+            if let Some(outcome) = call.wait(self.clock.now()) {
                 engine::late::settle(store, self, &guid, outcome, attempt, &msg);
             }
         }
@@ -192,13 +222,15 @@ pub struct Outcome {
     pub crashes: u64,
     pub steps: u64,
     pub answers: usize,
+    /// Writes the ledger refused.
+    pub refused: u64,
 }
 
 const HOUR_MS: i64 = 3_600_000;
 
 /// Runs `plan` on a new ledger in a directory of its own under `dir`.
 pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
-    let sched = Sched::new(plan.seed, plan.crash_one_in);
+    let sched = Sched::new(plan.seed, plan.crash_one_in, plan.refuse_write_one_in);
     // This thread's SQL too reads the run's clock (opening the ledger, the end of the run).
     sched.clock().enter();
     let min_age = if plan.timing { MIN_AGE_SECS } else { 0 };
@@ -210,6 +242,10 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
     let events = Arc::new(SimEvents {
         sched: Arc::clone(&sched),
         late: Mutex::default(),
+        clock: EngineClock {
+            sched: Arc::clone(&sched),
+            origin: Instant::now(),
+        },
     });
     let w = World {
         sched: Arc::clone(&sched),
@@ -294,12 +330,13 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
             .violations
             .insert(0, format!("an actor panicked: {why}"));
     }
-    let (crashes, steps) = sched.counts();
+    let (crashes, steps, refused) = sched.counts();
     Clock::leave();
     Outcome {
         verdict,
         crashes,
         steps,
         answers: answers.len(),
+        refused,
     }
 }

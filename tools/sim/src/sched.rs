@@ -37,10 +37,13 @@ struct State {
     kinds: Vec<Kind>,
     /// One chance in this of a crash at each yield point of a request (0: never).
     crash_one_in: u32,
+    /// One chance in this that the ledger refuses an actor's write (0: never).
+    refuse_write_one_in: u32,
     /// The relay's lives: a crash begins the next one.
     epoch: u64,
     pub crashes: u64,
     pub steps: u64,
+    pub refused: u64,
 }
 
 pub struct Sched {
@@ -56,7 +59,7 @@ thread_local! {
 }
 
 impl Sched {
-    pub fn new(seed: u64, crash_one_in: u32) -> Arc<Sched> {
+    pub fn new(seed: u64, crash_one_in: u32, refuse_write_one_in: u32) -> Arc<Sched> {
         Arc::new(Sched {
             state: Mutex::new(State {
                 rng: fastrand::Rng::with_seed(seed),
@@ -64,9 +67,11 @@ impl Sched {
                 live: BTreeSet::new(),
                 kinds: Vec::new(),
                 crash_one_in,
+                refuse_write_one_in,
                 epoch: 0,
                 crashes: 0,
                 steps: 0,
+                refused: 0,
             }),
             turn_changed: Condvar::new(),
             clock: Clock::default(),
@@ -194,6 +199,20 @@ impl Sched {
         self.wait_turn(id);
     }
 
+    /// Whether the ledger refuses the write the running actor is about to make (as a ledger
+    /// locked past its busy timeout does: nothing written). Never outside an actor (the end
+    /// of a run settles everything).
+    pub fn refuses_write(&self) -> bool {
+        if ME.with(Cell::get).is_none() {
+            return false;
+        }
+        let mut s = self.lock();
+        let one_in = s.refuse_write_one_in;
+        let refused = one_in > 0 && s.rng.u32(0..one_in) == 0;
+        s.refused += u64::from(refused);
+        refused
+    }
+
     fn finish(&self, id: usize) {
         {
             let mut s = self.lock();
@@ -203,10 +222,10 @@ impl Sched {
         self.turn_changed.notify_all();
     }
 
-    /// Crashes and yield points so far.
-    pub fn counts(&self) -> (u64, u64) {
+    /// Crashes, yield points and refused writes so far.
+    pub fn counts(&self) -> (u64, u64, u64) {
         let s = self.lock();
-        (s.crashes, s.steps)
+        (s.crashes, s.steps, s.refused)
     }
 }
 
