@@ -9,7 +9,7 @@ use log::warn;
 
 use crate::events::Events;
 use ledger::state::{Change, Evidence};
-use ledger::store::Store;
+use ledger::store::Transfers;
 
 /// What `change` (the result of attempt `change.attempt`) says the core did, for the
 /// history and the log; `None` if it booked nothing (a business rejection, never sent).
@@ -30,7 +30,7 @@ fn what_the_core_did(change: &Change) -> Option<String> {
 
 /// Records that attempt `change.attempt`'s result came after attempt `now` claimed the row,
 /// if that result may be a booking. Never changes the row.
-pub fn earlier_attempt_came_back<S: Store + ?Sized>(
+pub fn earlier_attempt_came_back<S: Transfers + ?Sized>(
     store: &S,
     events: &dyn Events,
     change: &Change,

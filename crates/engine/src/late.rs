@@ -9,7 +9,7 @@
 
 use crate::core::Outcome;
 use ledger::state::{Change, State};
-use ledger::store::Store;
+use ledger::store::Transfers;
 use log::info;
 
 use crate::events::{Events, LateReply};
@@ -17,7 +17,7 @@ use crate::record::{RECORD_WINDOW, record_result};
 
 /// Settles the UNKNOWN row of `guid` on `attempt` (request `msg`) from the late `outcome`
 /// (`None`: none came in time). Returns whether this call wrote the result.
-pub fn settle<S: Store + ?Sized>(
+pub fn settle<S: Transfers + ?Sized>(
     store: &S,
     events: &dyn Events,
     guid: &str,

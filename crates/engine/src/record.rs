@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ledger::error::LedgerError;
 use ledger::state::{Change, Row, State};
-use ledger::store::Store;
+use ledger::store::Transfers;
 use log::warn;
 use wire::{self, Code};
 
@@ -120,7 +120,7 @@ fn stored_code(reply: &[u8]) -> Code {
 /// ledger fails until `by`. If the row has moved on, see `after_miss`. The answer is what
 /// the ledger now says, for the channel that asked (`channel`, as in [`answer_from_row`]);
 /// the flag says whether this call wrote the result.
-pub fn record_result<S: Store + ?Sized>(
+pub fn record_result<S: Transfers + ?Sized>(
     store: &S,
     events: &dyn Events,
     msg: &[u8],
@@ -146,7 +146,7 @@ pub fn record_result<S: Store + ?Sized>(
 /// Makes a guarded change, retrying while the ledger fails until `by`: safe, because the
 /// statement names the state and attempt it leaves, so it happens at most once. A change
 /// whose commit was not replicated (PostgreSQL) is not retried.
-fn record<S: Store + ?Sized>(
+fn record<S: Transfers + ?Sized>(
     store: &S,
     clock: &dyn Clock,
     change: &Change,
@@ -178,7 +178,7 @@ fn record<S: Store + ?Sized>(
 /// result moves a FAILED row of the same attempt to DONE or UNKNOWN, and a booked one an
 /// UNKNOWN row to DONE, each by one guarded statement. Then the channel gets what the ledger
 /// says, which is what its resends will get.
-fn after_miss<S: Store + ?Sized>(
+fn after_miss<S: Transfers + ?Sized>(
     store: &S,
     events: &dyn Events,
     msg: &[u8],
@@ -235,7 +235,7 @@ fn after_miss<S: Store + ?Sized>(
 /// What the ledger now says about a GUID whose result could not be recorded as it came: the
 /// stored reply of a DONE row, E902 for a FAILED row when the call did not leave either,
 /// E901 otherwise. (A row a FAILED re-claim gave to another channel meanwhile answers E904.)
-fn answer_after_miss<S: Store + ?Sized>(
+fn answer_after_miss<S: Transfers + ?Sized>(
     store: &S,
     msg: &[u8],
     channel: Option<&str>,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::core::Outcome;
 use ledger::sqlite::BUSY_TIMEOUT;
 use ledger::state::{Change, State};
-use ledger::store::Store;
+use ledger::store::{Recovering, Transfers};
 use wire::{self, TX_TRNF, Transfer};
 
 use crate::core::Core;
@@ -37,7 +37,7 @@ const MAX_ROUNDS: usize = 3;
 /// Answers one request message (the frame's content) from `channel`, the identity its
 /// connection proved (CONTRACT §8: a client certificate's CN; `None`: anonymous), on a
 /// ledger that is not recovering: [`handle_in`] with [`Mode::Ordinary`].
-pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
+pub fn handle<S: Transfers + Recovering + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
     events: &dyn Events,
@@ -60,7 +60,7 @@ pub fn handle<S: Store + ?Sized, C: Core + ?Sized>(
 /// claim of a GUID without a row, or a re-claim of a FAILED row, the core is asked whether it
 /// booked the GUID already (`recovery::before_claim`): the ledger may have forgotten a claim
 /// that the core booked. A GUID with any other row is answered from it, as always.
-pub fn handle_in<S: Store + ?Sized, C: Core + ?Sized>(
+pub fn handle_in<S: Transfers + Recovering + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
     events: &dyn Events,
@@ -143,7 +143,7 @@ pub fn handle_in<S: Store + ?Sized, C: Core + ?Sized>(
 /// one that asked; reprocess: the row's own). Shared by the relay and `reprocess`. When
 /// `events` keeps late calls, a call that timed out waiting for the answer is handed to it
 /// once its row is recorded UNKNOWN (see `late`).
-pub fn send_and_record<S: Store + ?Sized, C: Core + ?Sized>(
+pub fn send_and_record<S: Transfers + Recovering + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
     events: &dyn Events,

@@ -21,7 +21,7 @@ use crate::postgres::PgStore;
 use crate::settle_request::Undecided;
 use crate::sqlite::{Ledger, moved};
 use crate::state::Row;
-use crate::store::Store;
+use crate::store::Transfers;
 
 /// How long `migrate` waits for the SQLite ledger's write lock: a writer's transactions are
 /// short, so a lock held longer than this means a program is writing the ledger.

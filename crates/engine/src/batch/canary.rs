@@ -9,7 +9,7 @@ use std::fmt;
 
 use crate::core::{Core, Inquiry};
 use ledger::error::LedgerError;
-use ledger::store::Store;
+use ledger::store::Inquiries;
 
 use super::stored_transfer;
 
@@ -70,7 +70,7 @@ impl fmt::Display for CanaryFailure {
 }
 
 /// Asks `core` about the most recent GUID `ledger` holds as booked (DONE/0000).
-pub fn canary(ledger: &dyn Store, core: &dyn Core) -> Result<Canary, LedgerError> {
+pub fn canary(ledger: &dyn Inquiries, core: &dyn Core) -> Result<Canary, LedgerError> {
     // A usable stored request carries a valid GUID, the row's own: one that may go in a URL.
     let Some((row, t)) = ledger
         .recent_bookings(CANARY_CANDIDATES)?

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use ledger::error::LedgerError;
-use ledger::store::{PURGE_CHUNK, Store};
+use ledger::store::{PURGE_CHUNK, Retention};
 
 #[derive(Debug, Default, Serialize)]
 pub struct PurgeSummary {
@@ -25,7 +25,7 @@ pub struct PurgeSummary {
 /// of GUIDs no longer in doubt: whose row is gone, or DONE and older than `days` (an UNKNOWN,
 /// SENT or FAILED row, never purged, keeps its claim and its E901 for the investigator).
 pub fn purge(
-    ledger: &dyn Store,
+    ledger: &dyn Retention,
     days: u64,
     history_days: Option<u64>,
 ) -> Result<PurgeSummary, LedgerError> {

@@ -9,7 +9,7 @@
 use crate::core::InquiryDetail;
 use ledger::recovery::Booked;
 use ledger::state::{Change, Row, State};
-use ledger::store::Store;
+use ledger::store::{Recovering, Transfers};
 use log::{info, warn};
 use wire::{self, TX_TRNF, Transfer};
 
@@ -34,7 +34,7 @@ pub(crate) enum Before {
 /// booking of this GUID and amount is written DONE/`0000` with the reply the relay would
 /// have given (a new row by one `INSERT … ON CONFLICT DO NOTHING`; a FAILED row by one
 /// transition guarded by its state and attempt), and that is the answer.
-pub(crate) fn before_claim<S: Store + ?Sized, C: Core + ?Sized>(
+pub(crate) fn before_claim<S: Transfers + Recovering + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
     events: &dyn Events,
@@ -112,7 +112,7 @@ pub(crate) enum Resend {
 /// Asks the core about `row` (its stored request `req`, parsed as `t`) before reprocess
 /// re-claims it; a booking of this GUID and amount settles the row FAILED → DONE/`0000` on
 /// its attempt, by one guarded transition.
-pub(crate) fn before_resend<S: Store + ?Sized, C: Core + ?Sized>(
+pub(crate) fn before_resend<S: Transfers + Recovering + ?Sized, C: Core + ?Sized>(
     store: &S,
     core: &C,
     events: &dyn Events,

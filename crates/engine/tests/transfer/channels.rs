@@ -5,7 +5,7 @@ use engine::core::Outcome;
 use engine::events::NoEvents;
 use engine::transfer::{Handled, handle};
 use ledger::state::State;
-use ledger::store::Store;
+use ledger::store::prelude::*;
 
 use crate::scripted::{C1, Call, Scripted, booking, ledger, reply, request, state};
 

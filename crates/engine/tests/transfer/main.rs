@@ -19,7 +19,7 @@ use engine::events::NoEvents;
 use engine::transfer::{Handled, handle};
 use ledger::sqlite::Ledger;
 use ledger::state::State;
-use ledger::store::Store;
+use ledger::store::prelude::*;
 use scripted::{C1, Call, Recorder, Scripted, booking, ledger, reply, request, settle, state};
 
 #[test]

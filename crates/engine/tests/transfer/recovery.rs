@@ -11,7 +11,7 @@ use engine::transfer::{Handled, Mode, handle, handle_in};
 use ledger::recovery::Booked;
 use ledger::sqlite::Ledger;
 use ledger::state::State;
-use ledger::store::Store;
+use ledger::store::prelude::*;
 use wire::Transfer;
 
 use crate::scripted::{C1, Call, Scripted, booking, ledger, reply, request, state};

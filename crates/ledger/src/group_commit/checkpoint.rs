@@ -55,7 +55,7 @@ mod tests {
 
     use super::*;
     use crate::group_commit::GroupCommit;
-    use crate::store::Store;
+    use crate::store::prelude::*;
 
     /// The writer's commits reach the database file without the writer checkpointing: a few
     /// claims (far below the writer's own threshold, and below SQLite's default 1,000

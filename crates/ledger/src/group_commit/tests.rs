@@ -4,7 +4,8 @@ use super::writer::{Answer, Job, commit_batch, submission};
 use super::*;
 use crate::error::LedgerError;
 use crate::state::State;
-use crate::store::{HEALTH_PROBE_GUID, Store};
+use crate::store::HEALTH_PROBE_GUID;
+use crate::store::prelude::*;
 
 /// A claim of `g` as the relay submits it, and where its result comes.
 fn claim(g: &str) -> (Box<dyn Job>, Answer<bool>) {

@@ -9,11 +9,11 @@ use crate::recovery::{Booked, LedgerEvent, Recovery};
 use crate::settle_request::{Decided, Listed, NewRequest, SettleRequest, Undecided};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
 use crate::store::{
-    Durability, INQUIRY_BACKOFF_MAX_DOUBLINGS, InquiryRecord, Store, backoff_base_secs,
-    backoff_cap_secs, last_error_text,
+    Durability, INQUIRY_BACKOFF_MAX_DOUBLINGS, Inquiries, InquiryRecord, Probes, Recovering,
+    Reports, Retention, Settling, Transfers, backoff_base_secs, backoff_cap_secs, last_error_text,
 };
 
-impl Store for PgStore {
+impl Transfers for PgStore {
     fn read(&self, guid: &str) -> Result<Option<Row>> {
         Ok(self
             .rows("reading a row", READ, params![guid.to_string()])?
@@ -52,6 +52,34 @@ impl Store for PgStore {
             .submit(reclaim, self.pool.deadline())
     }
 
+    fn transition(&self, c: &Change) -> Result<bool> {
+        self.writes()?
+            .results
+            .submit(c.clone(), self.pool.deadline())
+    }
+
+    fn claims_first(&self) -> bool {
+        true
+    }
+
+    fn record_evidence(&self, e: &Evidence) -> Result<()> {
+        let (guid, code, attempt, reason) = (
+            e.guid.clone(),
+            e.rsp_code.clone(),
+            attempts(e.attempt),
+            e.reason.clone(),
+        );
+        self.pool.run("recording evidence", move |c| {
+            let st = c.prepared(RECORD_EVIDENCE)?;
+            let who = c.who.clone();
+            c.client
+                .execute(&st, &[&guid, &code, &attempt, &who, &reason])
+                .map(|_| ())
+        })
+    }
+}
+
+impl Inquiries for PgStore {
     fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
         let reclaim = super::reclaims::Reclaim::ForResend {
             guid: guid.to_string(),
@@ -60,20 +88,6 @@ impl Store for PgStore {
         self.writes()?
             .reclaims
             .submit(reclaim, self.pool.deadline())
-    }
-
-    fn transition(&self, c: &Change) -> Result<bool> {
-        self.writes()?
-            .results
-            .submit(c.clone(), self.pool.deadline())
-    }
-
-    fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
-        self.rows(
-            "selecting rows",
-            SELECT_AGED,
-            params![state.as_str(), min_age_secs as f64],
-        )
     }
 
     fn select_resendable(&self, max_attempts: i64, lim: Option<u64>) -> Result<Vec<Row>> {
@@ -130,10 +144,16 @@ impl Store for PgStore {
         self.records(NEEDS_OPERATOR, params![max])
     }
 
-    fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
-        self.records(INQUIRY_RECORDS, params![])
+    fn recent_bookings(&self, lim: usize) -> Result<Vec<Row>> {
+        self.rows(
+            "selecting rows",
+            RECENT_BOOKINGS,
+            params![i64::try_from(lim).unwrap_or(i64::MAX)],
+        )
     }
+}
 
+impl Retention for PgStore {
     fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
         self.rows("selecting rows", SELECT_PURGEABLE, params![int(days)])
     }
@@ -145,14 +165,18 @@ impl Store for PgStore {
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
-    fn recent_bookings(&self, lim: usize) -> Result<Vec<Row>> {
-        self.rows(
-            "selecting rows",
-            RECENT_BOOKINGS,
-            params![i64::try_from(lim).unwrap_or(i64::MAX)],
-        )
+    fn purge_history_chunk(&self, days: u64, tx_days: u64, lim: usize) -> Result<usize> {
+        let p = params![
+            int(days),
+            i64::try_from(lim).unwrap_or(i64::MAX),
+            int(tx_days)
+        ];
+        let n = self.execute("purging history", PURGE_HISTORY_CHUNK, p)?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
+}
 
+impl Reports for PgStore {
     fn all_rows(&self) -> Result<Vec<Row>> {
         self.rows("reading the ledger", ALL_ROWS, params![])
     }
@@ -236,10 +260,6 @@ impl Store for PgStore {
         crate::store::health_read_back(at)
     }
 
-    fn claims_first(&self) -> bool {
-        true
-    }
-
     fn history(&self, guid: &str) -> Result<Vec<HistoryRow>> {
         let guid = guid.to_string();
         self.pool.run("reading the history", move |c| {
@@ -265,37 +285,13 @@ impl Store for PgStore {
         })
     }
 
-    fn record_evidence(&self, e: &Evidence) -> Result<()> {
-        let (guid, code, attempt, reason) = (
-            e.guid.clone(),
-            e.rsp_code.clone(),
-            attempts(e.attempt),
-            e.reason.clone(),
-        );
-        self.pool.run("recording evidence", move |c| {
-            let st = c.prepared(RECORD_EVIDENCE)?;
-            let who = c.who.clone();
-            c.client
-                .execute(&st, &[&guid, &code, &attempt, &who, &reason])
-                .map(|_| ())
-        })
-    }
-
-    fn purge_history_chunk(&self, days: u64, tx_days: u64, lim: usize) -> Result<usize> {
-        let p = params![
-            int(days),
-            i64::try_from(lim).unwrap_or(i64::MAX),
-            int(tx_days)
-        ];
-        let n = self.execute("purging history", PURGE_HISTORY_CHUNK, p)?;
-        Ok(usize::try_from(n).unwrap_or(usize::MAX))
-    }
-
     /// The setting of every connection the pool may hold (opened at once if need be).
     fn durability(&self) -> Result<Vec<Durability>> {
         self.pool.durability_of_all()
     }
+}
 
+impl Recovering for PgStore {
     fn recovery(&self) -> Result<Option<Recovery>> {
         self.recovery_mark()
     }
@@ -319,7 +315,9 @@ impl Store for PgStore {
     fn ledger_events(&self, limit: u64) -> Result<Vec<LedgerEvent>> {
         self.events(limit)
     }
+}
 
+impl Settling for PgStore {
     fn make_settle_request(&self, request: &NewRequest) -> Result<i64> {
         self.make_request(request)
     }
@@ -346,5 +344,19 @@ impl Store for PgStore {
 
     fn reject_settle_request(&self, id: i64, why: &str) -> Result<Decided> {
         self.decide(id, "rejected", Some(why))
+    }
+}
+
+impl Probes for PgStore {
+    fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
+        self.rows(
+            "selecting rows",
+            SELECT_AGED,
+            params![state.as_str(), min_age_secs as f64],
+        )
+    }
+
+    fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
+        self.records(INQUIRY_RECORDS, params![])
     }
 }

@@ -31,6 +31,13 @@
 //! here: closing a second descriptor of that file would drop every POSIX lock SQLite holds on
 //! it in this process (SQLite's "How To Corrupt", §2.2).
 //!
+//! Why `fcntl` and not `std::fs::File::try_lock` (issue 41 asked): std's lock is `flock(2)` on
+//! the whole file, one slot per file, and cannot say who holds it (`F_OFD_GETLK` names the
+//! relay's pid in a refusal). Two lock files with std's lock would do the slots' work, but
+//! relays and tools of the version before would lock the old file and not see them during an
+//! upgrade on one host: two relays could run on one ledger. So the two `fcntl` calls below
+//! stay, each with its SAFETY note.
+//!
 //! After locking, the taker checks that the path still names the file it locked, and tries
 //! again if not: an exclusive holder that created the lock file (a backup onto a file that
 //! was no ledger) removes it when it lets go, and whoever opened it just before must not end

@@ -11,7 +11,10 @@ use crate::page::{Counted, Cursor};
 use crate::recovery::{Booked, LedgerEvent, Recovery};
 use crate::settle_request::{Decided, Listed, NewRequest, SettleRequest, Undecided};
 use crate::state::{Change, Evidence, HistoryRow, Row, State};
-use crate::store::{Durability, InquiryRecord, Store, health_read_back};
+use crate::store::{
+    Durability, Inquiries, InquiryRecord, Probes, Recovering, Reports, Retention, Settling,
+    Transfers, health_read_back,
+};
 
 /// Where an SQLite store's statements run.
 pub trait Hold: Send + Sync {
@@ -47,7 +50,7 @@ fn lock(l: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
 }
 
 /// Every write owns its arguments: it may run on another thread (the group commit's writer).
-impl<H: Hold> Store for H {
+impl<H: Hold> Transfers for H {
     fn read(&self, guid: &str) -> Result<Option<Row>> {
         self.read_with(|l| l.get(guid))
     }
@@ -72,16 +75,20 @@ impl<H: Hold> Store for H {
         let channel = channel.map(str::to_string);
         self.write_with(move |l| l.reclaim_failed(&guid, &request, channel.as_deref()))
     }
-    fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
-        let guid = guid.to_string();
-        self.write_with(move |l| l.reclaim_for_resend(&guid, max_attempts))
-    }
     fn transition(&self, change: &Change) -> Result<bool> {
         let change = change.clone();
         self.write_with(move |l| l.transition(&change))
     }
-    fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
-        self.read_with(|l| l.select_aged(state, min_age_secs))
+    fn record_evidence(&self, evidence: &Evidence) -> Result<()> {
+        let evidence = evidence.clone();
+        self.write_with(move |l| l.record_evidence(&evidence))
+    }
+}
+
+impl<H: Hold> Inquiries for H {
+    fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
+        let guid = guid.to_string();
+        self.write_with(move |l| l.reclaim_for_resend(&guid, max_attempts))
     }
     fn select_due(&self, state: State, min_age_secs: u64, max_inquiries: u32) -> Result<Vec<Row>> {
         self.read_with(|l| l.select_due(state, min_age_secs, max_inquiries))
@@ -105,67 +112,27 @@ impl<H: Hold> Store for H {
     fn needs_operator(&self, max_inquiries: u32) -> Result<Vec<InquiryRecord>> {
         self.read_with(|l| l.needs_operator(max_inquiries))
     }
-    fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
-        self.read_with(|l| l.inquiry_records())
-    }
     fn select_resendable(&self, max_attempts: i64, limit: Option<u64>) -> Result<Vec<Row>> {
         self.read_with(|l| l.select_resendable(max_attempts, limit))
     }
+    fn recent_bookings(&self, limit: usize) -> Result<Vec<Row>> {
+        self.read_with(|l| l.recent_bookings(limit))
+    }
+}
+
+impl<H: Hold> Retention for H {
     fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
         self.read_with(|l| l.select_purgeable(days))
     }
     fn purge_chunk(&self, days: u64, limit: usize) -> Result<usize> {
         self.write_with(move |l| l.purge_chunk(days, limit))
     }
-    fn recovery(&self) -> Result<Option<Recovery>> {
-        self.read_with(|l| l.recovery())
+    fn purge_history_chunk(&self, days: u64, tx_days: u64, limit: usize) -> Result<usize> {
+        self.write_with(move |l| l.purge_history_chunk(days, tx_days, limit))
     }
-    fn begin_recovery(&self, since: &str, who: &str, detail: &str) -> Result<Recovery> {
-        let (since, who, detail) = (since.to_string(), who.to_string(), detail.to_string());
-        self.write_with(move |l| l.begin_recovery(&since, &who, &detail))
-    }
-    fn end_recovery(&self, who: &str, detail: &str) -> Result<Option<Recovery>> {
-        let (who, detail) = (who.to_string(), detail.to_string());
-        self.write_with(move |l| l.end_recovery(&who, &detail))
-    }
-    fn record_booked(&self, b: &Booked) -> Result<bool> {
-        let b = b.clone();
-        self.write_with(move |l| l.record_booked(&b))
-    }
-    fn record_ledger_event(&self, who: &str, event: &str, detail: &str) -> Result<()> {
-        let (who, event, detail) = (who.to_string(), event.to_string(), detail.to_string());
-        self.write_with(move |l| l.record_event(&who, &event, &detail))
-    }
-    fn ledger_events(&self, limit: u64) -> Result<Vec<LedgerEvent>> {
-        self.read_with(|l| l.events(limit))
-    }
-    fn make_settle_request(&self, request: &NewRequest) -> Result<i64> {
-        let request = request.clone();
-        self.write_with(move |l| l.make_settle_request(&request))
-    }
-    fn settle_request(&self, id: i64) -> Result<Option<SettleRequest>> {
-        self.read_with(|l| l.settle_request(id))
-    }
-    fn settle_requests(&self, which: Listed<'_>, limit: u64) -> Result<Vec<SettleRequest>> {
-        self.read_with(|l| l.settle_requests(which, limit))
-    }
-    fn undecided_settle_requests(&self) -> Result<Undecided> {
-        self.read_with(|l| l.undecided_settle_requests())
-    }
-    fn identity(&self) -> Result<String> {
-        Ok(crate::identity::operator())
-    }
-    fn approve_settle_request(&self, id: i64, why: Option<&str>) -> Result<Decided> {
-        let why = why.map(str::to_string);
-        self.write_with(move |l| l.approve_settle_request(id, why.as_deref()))
-    }
-    fn reject_settle_request(&self, id: i64, why: &str) -> Result<Decided> {
-        let why = why.to_string();
-        self.write_with(move |l| l.reject_settle_request(id, &why))
-    }
-    fn recent_bookings(&self, limit: usize) -> Result<Vec<Row>> {
-        self.read_with(|l| l.recent_bookings(limit))
-    }
+}
+
+impl<H: Hold> Reports for H {
     fn all_rows(&self) -> Result<Vec<Row>> {
         self.read_with(|l| l.all_rows())
     }
@@ -206,13 +173,6 @@ impl<H: Hold> Store for H {
     fn history(&self, guid: &str) -> Result<Vec<HistoryRow>> {
         self.read_with(|l| l.history(guid))
     }
-    fn record_evidence(&self, evidence: &Evidence) -> Result<()> {
-        let evidence = evidence.clone();
-        self.write_with(move |l| l.record_evidence(&evidence))
-    }
-    fn purge_history_chunk(&self, days: u64, tx_days: u64, limit: usize) -> Result<usize> {
-        self.write_with(move |l| l.purge_history_chunk(days, tx_days, limit))
-    }
     fn oldest_age_secs(&self, state: State) -> Result<Option<f64>> {
         self.read_with(|l| l.oldest_age_secs(state))
     }
@@ -224,5 +184,66 @@ impl<H: Hold> Store for H {
     }
     fn durability(&self) -> Result<Vec<Durability>> {
         self.durabilities()
+    }
+}
+
+impl<H: Hold> Recovering for H {
+    fn recovery(&self) -> Result<Option<Recovery>> {
+        self.read_with(|l| l.recovery())
+    }
+    fn begin_recovery(&self, since: &str, who: &str, detail: &str) -> Result<Recovery> {
+        let (since, who, detail) = (since.to_string(), who.to_string(), detail.to_string());
+        self.write_with(move |l| l.begin_recovery(&since, &who, &detail))
+    }
+    fn end_recovery(&self, who: &str, detail: &str) -> Result<Option<Recovery>> {
+        let (who, detail) = (who.to_string(), detail.to_string());
+        self.write_with(move |l| l.end_recovery(&who, &detail))
+    }
+    fn record_booked(&self, b: &Booked) -> Result<bool> {
+        let b = b.clone();
+        self.write_with(move |l| l.record_booked(&b))
+    }
+    fn record_ledger_event(&self, who: &str, event: &str, detail: &str) -> Result<()> {
+        let (who, event, detail) = (who.to_string(), event.to_string(), detail.to_string());
+        self.write_with(move |l| l.record_event(&who, &event, &detail))
+    }
+    fn ledger_events(&self, limit: u64) -> Result<Vec<LedgerEvent>> {
+        self.read_with(|l| l.events(limit))
+    }
+}
+
+impl<H: Hold> Settling for H {
+    fn make_settle_request(&self, request: &NewRequest) -> Result<i64> {
+        let request = request.clone();
+        self.write_with(move |l| l.make_settle_request(&request))
+    }
+    fn settle_request(&self, id: i64) -> Result<Option<SettleRequest>> {
+        self.read_with(|l| l.settle_request(id))
+    }
+    fn settle_requests(&self, which: Listed<'_>, limit: u64) -> Result<Vec<SettleRequest>> {
+        self.read_with(|l| l.settle_requests(which, limit))
+    }
+    fn undecided_settle_requests(&self) -> Result<Undecided> {
+        self.read_with(|l| l.undecided_settle_requests())
+    }
+    fn identity(&self) -> Result<String> {
+        Ok(crate::identity::operator())
+    }
+    fn approve_settle_request(&self, id: i64, why: Option<&str>) -> Result<Decided> {
+        let why = why.map(str::to_string);
+        self.write_with(move |l| l.approve_settle_request(id, why.as_deref()))
+    }
+    fn reject_settle_request(&self, id: i64, why: &str) -> Result<Decided> {
+        let why = why.to_string();
+        self.write_with(move |l| l.reject_settle_request(id, &why))
+    }
+}
+
+impl<H: Hold> Probes for H {
+    fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
+        self.read_with(|l| l.select_aged(state, min_age_secs))
+    }
+    fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
+        self.read_with(|l| l.inquiry_records())
     }
 }

@@ -221,7 +221,7 @@ fn a_file_from_a_newer_build_is_refused_and_left_as_it_is() {
 #[test]
 fn pages_by_keyset_give_every_row_once_and_counts_count_them_all() {
     use crate::page::PageQuery;
-    use crate::store::Store;
+    use crate::store::prelude::*;
 
     let (_dir, l) = temp();
     // Ties of updated_at within a state and across states; an old row; E902 rows by attempt.

@@ -4,13 +4,15 @@
 //! may take; `TRUNCATE tx` refused, and a ledger of schema version 1 upgraded. Each test that
 //! changes server settings starts a server of its own.
 
+use ledger::store::prelude::*;
+
 use std::thread;
 use std::time::{Duration, Instant};
 
 use ledger::db::PG_OP_DEADLINE;
 use ledger::postgres::{PgStore, SCHEMA_LOCK, Settings};
 use ledger::state::{Change, State};
-use ledger::{Access, Db, Durability, Store};
+use ledger::{Access, Db, Durability};
 use testkit::pg::Server;
 
 /// A store on `url` with the pool's usual deadline and at most `max` connections.
