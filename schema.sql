@@ -12,7 +12,7 @@ CREATE TABLE IF NOT EXISTS tx (
     updated_at TEXT NOT NULL DEFAULT (datetime('now')),
     -- The channel that claimed the GUID (contract §8: its client certificate's CN); NULL for
     -- anonymous channels and rows inserted by hand. Version 6; older files get it by ALTER
-    -- TABLE (the tools do that before this script runs, see sqlite/mod.rs).
+    -- TABLE (the tools do that before this script runs, see sqlite/migrations.rs).
     channel    TEXT
 );
 

@@ -65,3 +65,14 @@ pub trait Events: Sync {
 pub struct NoEvents;
 
 impl Events for NoEvents {}
+
+/// Reports go nowhere, and the decisions read the clock given: a batch tool's run on a clock
+/// of its caller's (the system's for the tools, the run's in the simulator).
+#[derive(Clone, Copy)]
+pub struct NoEventsOn<'a>(pub &'a dyn Clock);
+
+impl Events for NoEventsOn<'_> {
+    fn clock(&self) -> &dyn Clock {
+        self.0
+    }
+}

@@ -63,6 +63,7 @@ fn run(args: Args, counts: &mut cli::RunCounts) -> anyhow::Result<u8> {
         args.max_attempts,
         args.limit,
         args.batch.parallel.get(),
+        &engine::clock::SystemClock,
     );
     match result {
         Ok(summary) => {

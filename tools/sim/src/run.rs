@@ -276,7 +276,14 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
         let _ = batch::resolve(w.store.as_ref(), w.core.as_ref(), &settings);
     }));
     actors.push(w.alongside(|w| {
-        let _ = batch::reprocess(w.store.as_ref(), w.core.as_ref(), 20, None, 1);
+        let _ = batch::reprocess(
+            w.store.as_ref(),
+            w.core.as_ref(),
+            20,
+            None,
+            1,
+            &w.events.clock,
+        );
     }));
     actors.push(w.alongside(|w| match w.sched.below(3) {
         0 => w.core.deliver(w.sched.below(16) as usize),
@@ -307,7 +314,7 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
             .stale_sent(Some(STALE_SENT_SECS))
             .parallel(1);
         let _ = batch::resolve(store.as_ref(), core.as_ref(), &settings);
-        let _ = batch::reprocess(store.as_ref(), core.as_ref(), 100, None, 1);
+        let _ = batch::reprocess(store.as_ref(), core.as_ref(), 100, None, 1, &events.clock);
         if check::all_settled(store.as_ref()) {
             break;
         }

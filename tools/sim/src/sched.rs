@@ -19,6 +19,9 @@ use crate::clock::Clock;
 /// 0..=this each time).
 pub const STEP_MS: u64 = 200;
 
+/// How long an outage of the ledger lasts on the run's clock (`Sched::refuses_write`).
+pub const OUTAGE_MS: i64 = 15_000;
+
 /// The panic payload of a crash.
 pub struct Crash;
 
@@ -39,6 +42,8 @@ struct State {
     crash_one_in: u32,
     /// One chance in this that the ledger refuses an actor's write (0: never).
     refuse_write_one_in: u32,
+    /// Until then (the run's clock, ms) the ledger refuses every write: an outage.
+    refuse_until_ms: i64,
     /// The relay's lives: a crash begins the next one.
     epoch: u64,
     pub crashes: u64,
@@ -68,6 +73,7 @@ impl Sched {
                 kinds: Vec::new(),
                 crash_one_in,
                 refuse_write_one_in,
+                refuse_until_ms: 0,
                 epoch: 0,
                 crashes: 0,
                 steps: 0,
@@ -200,15 +206,24 @@ impl Sched {
     }
 
     /// Whether the ledger refuses the write the running actor is about to make (as a ledger
-    /// locked past its busy timeout does: nothing written). Never outside an actor (the end
-    /// of a run settles everything).
+    /// locked past its busy timeout does: nothing written). One refusal in eight begins an
+    /// outage of [`OUTAGE_MS`] on the run's clock, in which every write is refused: longer
+    /// than a result's record window, so that some results are never written. Never outside
+    /// an actor (the end of a run settles everything).
     pub fn refuses_write(&self) -> bool {
         if ME.with(Cell::get).is_none() {
             return false;
         }
         let mut s = self.lock();
         let one_in = s.refuse_write_one_in;
-        let refused = one_in > 0 && s.rng.u32(0..one_in) == 0;
+        if one_in == 0 {
+            return false;
+        }
+        let now = self.clock.now_ms();
+        let refused = now < s.refuse_until_ms || s.rng.u32(0..one_in) == 0;
+        if refused && now >= s.refuse_until_ms && s.rng.u32(0..8) == 0 {
+            s.refuse_until_ms = now + OUTAGE_MS;
+        }
         s.refused += u64::from(refused);
         refused
     }

@@ -9,8 +9,9 @@ use serde::Serialize;
 
 use super::canary::{Canary, CanaryFailure, canary};
 use super::{in_parallel, stored_transfer};
+use crate::clock::Clock;
 use crate::core::{Core, Inquiry};
-use crate::events::NoEvents;
+use crate::events::{Events, NoEventsOn};
 use crate::recovery::{self, Resend};
 use crate::transfer::send_and_record;
 use ledger::error::LedgerError;
@@ -117,12 +118,16 @@ fn core_unreachable(
 /// asked about at the core before its re-claim (`recovery::before_resend`): one the core had
 /// booked is settled DONE/`0000` from its answer instead of being sent again; only the core's
 /// JSON 404 lets the resend go on.
+///
+/// Its sends read the time and pause on `clock` (`SystemClock` for the tool; the simulator's
+/// run clock there).
 pub fn reprocess(
     ledger: &dyn Store,
     core: &dyn Core,
     max_attempts: i64,
     limit: Option<u64>,
     parallel: usize,
+    clock: &dyn Clock,
 ) -> Result<ReprocessSummary, ReprocessError> {
     let rows = ledger.select_resendable(max_attempts, limit)?;
     let recovering = ledger.recovery()?.is_some();
@@ -138,7 +143,18 @@ pub fn reprocess(
         });
     }
     let core_down = AtomicBool::new(false);
-    let resend = |row: &Row| resend(ledger, core, max_attempts, recovering, &core_down, row);
+    let events = NoEventsOn(clock);
+    let resend = |row: &Row| {
+        resend(
+            ledger,
+            core,
+            &events,
+            max_attempts,
+            recovering,
+            &core_down,
+            row,
+        )
+    };
     // One at a time until a row has been sent: a core that is down then costs one attempt,
     // not `parallel` of them. Then the rest, `parallel` at once.
     let mut outcomes = Vec::with_capacity(rows.len());
@@ -215,6 +231,7 @@ enum Resent {
 fn resend(
     ledger: &dyn Store,
     core: &dyn Core,
+    events: &dyn Events,
     max_attempts: i64,
     recovering: bool,
     core_down: &AtomicBool,
@@ -231,7 +248,7 @@ fn resend(
         }
     };
     if recovering {
-        match recovery::before_resend(ledger, core, &NoEvents, row, &t, req) {
+        match recovery::before_resend(ledger, core, events, row, &t, req) {
             Resend::Go => {}
             Resend::Settled => return Resent::Recovered,
             Resend::Raced => return Resent::Raced,
@@ -256,7 +273,7 @@ fn resend(
     let handled = send_and_record(
         ledger,
         core,
-        &NoEvents,
+        events,
         row.channel.as_deref(),
         &t,
         req,

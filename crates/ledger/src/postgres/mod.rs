@@ -173,8 +173,8 @@ impl PgStore {
                     move |c| schema::bring_up_to_date(c, op_deadline),
                 )
                 .map_err(|e| store.open_error(e))?;
-            // From 0: a new ledger, created rather than upgraded.
-            if let Some(from) = upgraded.filter(|&v| v > 0) {
+            // None: up to date already, or a new ledger, created rather than upgraded.
+            if let Some(from) = upgraded {
                 log::info!(
                     "ledger {}: schema upgraded from version {from} to {}",
                     store.url,

@@ -51,7 +51,7 @@ pub(super) const SCHEMA_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Applies the schema under the advisory lock, unless another tool did while this one
 /// waited for it; in one transaction with the version it records. The version it upgraded
-/// from, if it did.
+/// from, if it upgraded a ledger (not if it created one).
 fn apply_schema(c: &mut postgres::Client) -> std::result::Result<Option<i32>, postgres::Error> {
     c.execute("SELECT pg_advisory_lock($1)", &[&SCHEMA_LOCK])?;
     let applied = (|| {
@@ -66,11 +66,15 @@ fn apply_schema(c: &mut postgres::Client) -> std::result::Result<Option<i32>, po
                 .query_one("SELECT to_regclass('tx') IS NOT NULL", &[])?
                 .get::<_, bool>(0);
         if !created {
+            // The strongest lock first, as the old one-script upgrade took it (its ALTER
+            // TABLE): a step's CREATE INDEX would otherwise take SHARE and a later ALTER
+            // upgrade it, which can deadlock with a session that read tx and then writes.
+            t.batch_execute("LOCK TABLE tx IN ACCESS EXCLUSIVE MODE")?;
             run_steps(&mut t, from, SCHEMA_VERSION)?;
         }
         t.batch_execute(SCHEMA)?;
         record_version(&mut t, SCHEMA_VERSION)?;
-        t.commit().map(|()| Some(from))
+        t.commit().map(|()| (!created).then_some(from))
     })();
     let unlocked = c.execute("SELECT pg_advisory_unlock($1)", &[&SCHEMA_LOCK]);
     unlocked.and(applied)

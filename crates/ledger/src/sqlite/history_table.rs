@@ -2,8 +2,8 @@
 //! from a table, so a file made before it gets the table rebuilt in place, inside the
 //! upgrade's own write transaction: a new table of the same columns, every row copied with
 //! its id, the old table dropped (its indexes, its trigger and its `sqlite_sequence` row
-//! with it) and the new one renamed. The schema that runs next re-creates the indexes and
-//! the triggers.
+//! with it) and the new one renamed. Version 7's script and version 6's triggers, run next
+//! (`migrations`), re-create the indexes and the triggers.
 
 use rusqlite::Connection;
 

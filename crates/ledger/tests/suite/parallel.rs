@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use core_client::CoreClient;
 use engine::batch::{self, ResolveSettings};
+use engine::clock::SystemClock;
 use ledger::{Access, Change, State};
 use testkit::CoreHttp;
 use wire::{self, Transfer};
@@ -131,7 +132,7 @@ pub fn parallel_reprocess_sends_every_row_once(b: &Backend) {
     let _core = Killed(child);
     let guids = failed_rows(b, "G-PP");
     let s = b.open(Access::Batch);
-    let sum = batch::reprocess(s.as_ref(), &client(&url), 5, None, 8).unwrap();
+    let sum = batch::reprocess(s.as_ref(), &client(&url), 5, None, 8, &SystemClock).unwrap();
     assert_eq!(
         (sum.examined, sum.sent, sum.done, sum.not_tried, sum.raced),
         (N, N, N, 0, 0),
@@ -155,7 +156,8 @@ pub fn two_parallel_reprocess_runs_at_once_send_each_row_once(b: &Backend) {
             .map(|_| {
                 let (store, url) = (b.open(Access::Batch), url.clone());
                 s.spawn(move || {
-                    batch::reprocess(store.as_ref(), &client(&url), 5, None, 8).unwrap()
+                    batch::reprocess(store.as_ref(), &client(&url), 5, None, 8, &SystemClock)
+                        .unwrap()
                 })
             })
             .collect();
@@ -173,7 +175,15 @@ pub fn two_parallel_reprocess_runs_at_once_send_each_row_once(b: &Backend) {
 pub fn parallel_reprocess_claims_nothing_while_the_core_is_unreachable(b: &Backend) {
     let guids = failed_rows(b, "G-PD");
     let s = b.open(Access::Batch);
-    let sum = batch::reprocess(s.as_ref(), &client(&testkit::dead_url()), 5, None, 8).unwrap();
+    let sum = batch::reprocess(
+        s.as_ref(),
+        &client(&testkit::dead_url()),
+        5,
+        None,
+        8,
+        &SystemClock,
+    )
+    .unwrap();
     assert_eq!(
         (sum.examined, sum.sent, sum.not_tried, sum.unsettled.len()),
         (N, 0, N, N),

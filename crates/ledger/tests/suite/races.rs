@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use core_client::CoreClient;
 use engine::batch;
+use engine::clock::SystemClock;
 use ledger::{Access, Change, State};
 use testkit::{CoreHttp, bin, spawn_listening};
 
@@ -138,7 +139,7 @@ pub fn two_reprocess_runs_at_once_send_each_row_once(b: &Backend) {
                         Duration::from_millis(5000),
                     )
                     .unwrap();
-                    batch::reprocess(store.as_ref(), &core, 5, None, 1).unwrap()
+                    batch::reprocess(store.as_ref(), &core, 5, None, 1, &SystemClock).unwrap()
                 })
             })
             .collect();

@@ -1,5 +1,5 @@
 -- Schema version 2 of the PostgreSQL ledger: TRUNCATE tx refused.
--- Frozen as it was: the step from version 1 (postgres/migrations.rs). The current schema
+-- Frozen as it was: the step from version 1 (postgres/schema.rs). The current schema
 -- is schema.postgres.sql, which a ledger gets after its steps.
 -- TRUNCATE fires no row trigger: it would delete rows without a line of history. It is
 -- refused; rows go by purge, or by a DELETE, which the history records. (Schema version 2.)

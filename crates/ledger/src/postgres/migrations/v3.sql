@@ -1,6 +1,6 @@
 -- Schema version 3 of the PostgreSQL ledger: tx.channel and tx_history.channel (contract
 -- §8), recorded by the row trigger.
--- Frozen as it was: the step from version 2 (postgres/migrations.rs). The current schema
+-- Frozen as it was: the step from version 2 (postgres/schema.rs). The current schema
 -- is schema.postgres.sql, which a ledger gets after its steps.
 -- The channel that claimed the GUID (contract §8: its client certificate's CN); NULL for
 -- anonymous channels and rows inserted by hand. Schema version 3.

@@ -1,6 +1,6 @@
 -- Schema version 4 of the PostgreSQL ledger: the history written by statement-level
 -- triggers with transition tables, in place of the row trigger.
--- Frozen as it was: the step from version 3 (postgres/migrations.rs). The current schema
+-- Frozen as it was: the step from version 3 (postgres/schema.rs). The current schema
 -- is schema.postgres.sql, which a ledger gets after its steps.
 -- The history is written by statement-level triggers (schema version 4; before it, one row
 -- trigger, tx_history, fired per row): each reads the rows its statement changed from the

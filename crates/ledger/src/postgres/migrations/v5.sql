@@ -1,5 +1,5 @@
 -- Schema version 5 of the PostgreSQL ledger: ledger_recovery and ledger_events (contract §11).
--- Frozen as it was: the step from version 4 (postgres/migrations.rs). The current schema
+-- Frozen as it was: the step from version 4 (postgres/schema.rs). The current schema
 -- is schema.postgres.sql, which a ledger gets after its steps.
 -- Recovery (contract §11, schema version 5). While this table has its row, the ledger may
 -- have forgotten claims made after `since` (restored to a point in time, or a failover that

@@ -1,5 +1,5 @@
 -- Schema version 6 of the PostgreSQL ledger: settle_request and its trigger (contract §12).
--- Frozen as it was: the step from version 5 (postgres/migrations.rs). The current schema
+-- Frozen as it was: the step from version 5 (postgres/schema.rs). The current schema
 -- is schema.postgres.sql, which a ledger gets after its steps.
 -- Dual control of manual settlement (contract §12, schema version 6). `inspect settle`
 -- records a request: the GUID, the state and attempts its row had, the change asked for
