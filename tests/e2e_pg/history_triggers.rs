@@ -121,7 +121,10 @@ fn a_version_3_ledger_is_upgraded_in_place_keeping_its_history() {
     r.expect_code(EXIT_SETTLED);
     assert_eq!(
         r.stderr()
-            .matches("schema upgraded from version 3 to 6")
+            .matches(&format!(
+                "schema upgraded from version 3 to {}",
+                ledger::postgres::SCHEMA_VERSION
+            ))
             .count(),
         1,
         "{}",
@@ -132,7 +135,7 @@ fn a_version_3_ledger_is_upgraded_in_place_keeping_its_history() {
         .query_one("SELECT max(version) FROM ledger_schema", &[])
         .unwrap()
         .get(0);
-    assert_eq!(version, 6);
+    assert_eq!(version, ledger::postgres::SCHEMA_VERSION);
     assert_eq!(history_after(&mut c, 0), old, "the old history is kept");
 
     // New changes, by a tool and by hand, recorded once each by the new triggers.

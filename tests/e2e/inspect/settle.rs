@@ -22,6 +22,8 @@ mod forged;
 mod min_age;
 #[path = "settle/not_booked.rs"]
 mod not_booked;
+#[path = "settle/operator_rights.rs"]
+mod operator_rights;
 #[path = "settle/rows.rs"]
 mod rows;
 #[path = "settle/two_people.rs"]

@@ -17,13 +17,14 @@ pub const SCHEMA: &str = include_str!("../../../../schema.postgres.sql");
 pub const SCHEMA_LOCK: i64 = 0x7478_7265_6c61_7900; // "txrelay"
 
 /// Version by version, what the tools added to the schema.
-const STEPS: [&str; 6] = [
+const STEPS: [&str; 7] = [
     include_str!("migrations/v1.sql"),
     include_str!("migrations/v2.sql"),
     include_str!("migrations/v3.sql"),
     include_str!("migrations/v4.sql"),
     include_str!("migrations/v5.sql"),
     include_str!("migrations/v6.sql"),
+    include_str!("migrations/v7.sql"),
 ];
 
 /// The schema version of these tools, which the table `ledger_schema` records (the tools apply

@@ -3,7 +3,6 @@
 //! whatever a statement says, and refuses a decision by the maker.
 
 use super::PgStore;
-use super::sql::ACTOR;
 use crate::error::Result;
 use crate::settle_request::{
     Decided, Listed, NewRequest, SettleRequest, Status, Undecided, approval_reason,
@@ -53,20 +52,17 @@ const UNDECIDED: &str = "\
            EXTRACT(EPOCH FROM now() - min(made_at) FILTER (WHERE expires_at > now()))::float8, \
            count(*) FILTER (WHERE expires_at <= now()) \
     FROM settle_request WHERE status = 'pending'";
-/// The trigger writes the checker (session_user) and the decision's time. An expired request
-/// can still be rejected (closed), never approved.
-const DECIDE: &str = "\
-    UPDATE settle_request SET status = $2, decision_reason = $3 \
-    WHERE id = $1 AND status = 'pending' AND ($2 = 'rejected' OR expires_at > now())";
-/// The approved change: one guarded UPDATE from the state and attempts the request saw.
-const CHANGE: &str = "\
-    UPDATE tx SET state = r.to_state, rsp_code = r.rsp_code, response = r.response, \
-        updated_at = now() \
-    FROM settle_request r \
-    WHERE r.id = $1 AND tx.guid = r.guid AND tx.state = r.seen_state \
-        AND tx.attempts = r.seen_attempts \
-        AND (r.min_age_secs IS NULL \
-             OR tx.updated_at <= now() - make_interval(secs => r.min_age_secs))";
+/// A rejection: the trigger writes the checker (session_user) and the decision's time. An
+/// expired request can still be rejected (closed), never approved.
+const REJECT: &str = "\
+    UPDATE settle_request SET status = 'rejected', decision_reason = $2 \
+    WHERE id = $1 AND status = 'pending'";
+/// An approval and its change, by the ledger's own function (schema version 7,
+/// `txrelay_approve`, SECURITY DEFINER: the operator's role needs no UPDATE on tx): the
+/// decision, then one guarded UPDATE from the state and attempts the request saw.
+const APPROVE: &str = "SELECT txrelay_approve($1, $2, $3)";
+/// The SQLSTATE `txrelay_approve` raises when the row moved on (its decision undone too).
+const ROW_CHANGED: &str = "TXR01";
 
 fn request(r: &postgres::Row) -> std::result::Result<SettleRequest, postgres::Error> {
     let state = |i: usize| -> std::result::Result<State, postgres::Error> {
@@ -201,24 +197,22 @@ impl PgStore {
         let approve = status == "approved";
         let b = before.clone();
         let outcome = self.pool.run("deciding a settlement request", move |c| {
-            let decide = c.prepared(DECIDE)?;
-            let change = c.prepared(CHANGE)?;
-            let actor = c.prepared(ACTOR)?;
+            if !approve {
+                let reject = c.prepared(REJECT)?;
+                return Ok((c.client.execute(&reject, &[&id, &why])? != 1)
+                    .then(|| Decided::NotPending(b.clone())));
+            }
             let me: String = c.client.query_one("SELECT session_user::text", &[])?.get(0);
-            let mut t = c.client.transaction()?;
-            if t.execute(&decide, &[&id, &status, &why])? != 1 {
-                return Ok(Some(Decided::NotPending(b.clone())));
-            }
-            if approve {
-                let who = format!("operator:{me}");
-                let reason = Some(approval_reason(&b, &me, why.as_deref()));
-                t.execute(&actor, &[&who, &reason])?;
-                if t.execute(&change, &[&id])? != 1 {
-                    return Ok(Some(Decided::RowChanged(b.clone())));
+            let reason = approval_reason(&b, &me, why.as_deref());
+            let approve = c.prepared(APPROVE)?;
+            match c.client.query_one(&approve, &[&id, &why, &reason]) {
+                Ok(r) if r.try_get::<_, String>(0)? == "approved" => Ok(None),
+                Ok(_) => Ok(Some(Decided::NotPending(b.clone()))),
+                Err(e) if e.code().is_some_and(|s| s.code() == ROW_CHANGED) => {
+                    Ok(Some(Decided::RowChanged(b.clone())))
                 }
+                Err(e) => Err(e),
             }
-            t.commit()?;
-            Ok(None)
         })?;
         match outcome {
             Some(Decided::NotPending(_)) => {

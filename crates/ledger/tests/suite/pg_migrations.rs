@@ -26,13 +26,18 @@ fn described(c: &mut postgres::Client) -> Vec<String> {
          WHERE NOT tgisinternal AND tgrelid IN \
          (SELECT oid FROM pg_class WHERE relnamespace = current_schema()::regnamespace) \
          ORDER BY 1",
-        "SELECT format('function %s %s', proname, md5(prosrc)) FROM pg_proc \
+        "SELECT format('function %s %s definer=%s config=%s acl=%s', proname, md5(prosrc), \
+         prosecdef, proconfig, proacl) FROM pg_proc \
          WHERE pronamespace = current_schema()::regnamespace ORDER BY 1",
     ];
     QUERIES
         .iter()
         .flat_map(|q| c.query(*q, &[]).unwrap())
-        .map(|r| r.get::<_, String>(0).replace(&format!("{schema}."), ""))
+        .map(|r| {
+            let line = r.get::<_, String>(0);
+            line.replace(&format!("{schema}."), "")
+                .replace(&schema, "SCHEMA")
+        })
         .filter(|line| !line.contains("ledger_schema"))
         .collect()
 }

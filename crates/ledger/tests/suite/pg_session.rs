@@ -213,7 +213,7 @@ fn truncate_tx_is_refused_and_a_version_1_ledger_gets_the_refusal() {
         .query_one("SELECT max(version) FROM ledger_schema", &[])
         .unwrap()
         .get(0);
-    assert_eq!(v, 6);
+    assert_eq!(v, ledger::postgres::SCHEMA_VERSION);
     assert!(store.read("G-T").unwrap().is_some());
 }
 
@@ -270,7 +270,7 @@ fn a_version_2_ledger_is_upgraded_in_place_with_the_channel_column() {
         .query_one("SELECT max(version) FROM ledger_schema", &[])
         .unwrap()
         .get(0);
-    assert_eq!(v, 6);
+    assert_eq!(v, ledger::postgres::SCHEMA_VERSION);
 }
 
 /// Issue 19.3: a ledger a newer build wrote (`ledger_schema` above this build's version) is
@@ -291,11 +291,10 @@ fn a_ledger_from_a_newer_build_is_refused_and_left_as_it_is() {
         match db.open(access, "suite").err() {
             Some(
                 e @ ledger::error::LedgerError::NewerSchema {
-                    found: 99,
-                    known: 6,
-                    ..
+                    found: 99, known, ..
                 },
             ) => {
+                assert_eq!(known, i64::from(ledger::postgres::SCHEMA_VERSION));
                 let line = e.to_string();
                 assert!(line.contains("schema is version 99"), "{line}");
                 assert_eq!(line.lines().count(), 1, "{line}");
