@@ -8,8 +8,8 @@ use crate::util::*;
 /// The schema version this build writes, per backend.
 fn known_version(db: &TempLedger) -> i64 {
     match db.backend() {
-        Backend::Sqlite => 9,
-        Backend::Postgres => 6,
+        Backend::Sqlite => ledger::sqlite::SCHEMA_VERSION,
+        Backend::Postgres => ledger::postgres::SCHEMA_VERSION.into(),
     }
 }
 

@@ -27,6 +27,21 @@ impl SimHold {
     fn lock(&self) -> MutexGuard<'_, Ledger> {
         self.ledger.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Who the ledger's triggers see acting from now on (`txrelay_identity()`, which the
+    /// ledger gives a tool's connection from the system's identity): one of the simulator's
+    /// two operators.
+    pub fn act_as(&self, who: &'static str) {
+        self.lock()
+            .connection()
+            .create_scalar_function(
+                ledger::settle_request::SQLITE_IDENTITY_FUNCTION,
+                0,
+                rusqlite::functions::FunctionFlags::SQLITE_UTF8,
+                move |_| Ok(who),
+            )
+            .expect("an identity for the ledger's triggers");
+    }
 }
 
 impl Hold for SimHold {

@@ -9,6 +9,7 @@ pub mod check;
 pub mod clock;
 pub mod core;
 pub mod hold;
+pub mod operator;
 pub mod run;
 pub mod sched;
 

@@ -2,14 +2,17 @@
 //! (one run, replayed), `--no-timing-assumption` (resolve acts while a request of a given-up
 //! call may still reach the core: the double booking the assumption prevents),
 //! `--refuse-writes N` (the ledger refuses one write in N, as a ledger locked past its busy
-//! timeout does). Exit 1 and the failing seed on the first violation.
+//! timeout does), `--operators` (two operators settle GUIDs by hand alongside). Exit 1 and the
+//! failing seed on the first violation.
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let (mut from, mut count, mut timing, mut refuse) = (1u64, 1000u64, true, 0u64);
-    const USAGE: &str = "--seeds N, --from S, --seed S, --no-timing-assumption, --refuse-writes N";
+    let mut operators = false;
+    const USAGE: &str =
+        "--seeds N, --from S, --seed S, --no-timing-assumption, --refuse-writes N, --operators";
     while let Some(a) = args.next() {
         let mut num = || args.next().and_then(|v| v.parse::<u64>().ok());
         let parsed = match a.as_str() {
@@ -21,6 +24,10 @@ fn main() -> ExitCode {
                 .map(|n| refuse = n.into()),
             "--no-timing-assumption" => {
                 timing = false;
+                Some(())
+            }
+            "--operators" => {
+                operators = true;
                 Some(())
             }
             _ => None,
@@ -37,6 +44,7 @@ fn main() -> ExitCode {
         let mut plan = sim::Plan::new(seed);
         plan.timing = timing;
         plan.refuse_write_one_in = refuse as u32;
+        plan.operators = operators;
         let out = sim::run(plan, dir.path());
         crashes += out.crashes;
         refused += out.refused;
@@ -53,7 +61,10 @@ fn main() -> ExitCode {
             } else {
                 String::new()
             };
-            println!("sim: FAIL seed {seed} (replay: sim --seed {seed}{timing}{refusing})");
+            let operating = if operators { " --operators" } else { "" };
+            println!(
+                "sim: FAIL seed {seed} (replay: sim --seed {seed}{timing}{refusing}{operating})"
+            );
             for v in &out.verdict.violations {
                 println!("  {v}");
             }

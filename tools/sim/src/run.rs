@@ -38,6 +38,9 @@ pub struct Plan {
     /// answered E905, results retried on the run's clock for their record window, batch
     /// writes failed.
     pub refuse_write_one_in: u32,
+    /// Two operators settle GUIDs by hand alongside (`operator`: a request and its
+    /// approval, as `inspect settle` and `approve`).
+    pub operators: bool,
 }
 
 impl Plan {
@@ -49,6 +52,7 @@ impl Plan {
             timing: true,
             crash_one_in: 40,
             refuse_write_one_in: 0,
+            operators: false,
         }
     }
 }
@@ -237,7 +241,8 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
     // A ledger of its own, new, removed with the run.
     let own = tempfile::tempdir_in(dir).expect("a run's directory");
     let ledger = ledger::sqlite::Ledger::open(&own.path().join("sim.db")).expect("a ledger");
-    let store: Arc<dyn Store> = Arc::new(SimHold::new(ledger, Arc::clone(&sched)));
+    let hold = Arc::new(SimHold::new(ledger, Arc::clone(&sched)));
+    let store: Arc<dyn Store> = hold.clone();
     let core = Arc::new(SimCore::new(Arc::clone(&sched)));
     let events = Arc::new(SimEvents {
         sched: Arc::clone(&sched),
@@ -290,6 +295,13 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
         1 => w.events.settle(w.store.as_ref(), Some(w.sched.below(16))),
         _ => {}
     }));
+    if plan.operators {
+        actors.push(w.alongside(move |w| {
+            if w.sched.below(4) == 0 {
+                crate::operator::settle_one(&w.sched, &hold, w.store.as_ref(), &w.core, min_age);
+            }
+        }));
+    }
     let failed = sched.run(actors);
 
     // The end: nothing more on its way, then resolve and reprocess until all is settled.

@@ -60,6 +60,27 @@ fn with_the_ledger_refusing_writes_nothing_is_booked_twice_or_lost() {
     assert!(refused > SEEDS, "{refused} writes refused");
 }
 
+/// Two operators settle GUIDs by hand alongside everything else (`sim::operator`: a request
+/// from the core's answer, time passing, the core asked again, the approval's guarded change):
+/// still nothing is booked twice or lost. (The approval's state and attempts guard removed
+/// together with the second person's inquiry is found at seed 14; each alone is covered by the
+/// other here.)
+#[test]
+fn with_two_operators_settling_by_hand_nothing_is_booked_twice_or_lost() {
+    sim::quiet_crashes();
+    let dir = scratch();
+    for seed in 1..=SEEDS / 2 {
+        let mut plan = Plan::new(seed);
+        plan.operators = true;
+        let out = run(plan, dir.path());
+        assert!(
+            out.verdict.passed(),
+            "seed {seed} (replay: cargo run -p sim -- --seed {seed} --operators):\n{}",
+            out.verdict.violations.join("\n")
+        );
+    }
+}
+
 /// The negative control: resolve with `--min-age 0` believes a 404 while a request of the
 /// call it gave up on may still reach the core, books a GUID twice, and the run says so.
 #[test]
