@@ -154,8 +154,8 @@ fn reachable_bin(name: &str, user: &str) -> PathBuf {
 
 /// PostgreSQL: a login role of its own for the schema `url` names (made once; not a
 /// superuser), with the rights docs/operations.md gives an operator's role on that schema
-/// (no INSERT, UPDATE or DELETE on tx: an approval goes through `txrelay_approve`); its name
-/// and the URL that logs in as it.
+/// (no INSERT, UPDATE or DELETE on tx, no UPDATE on settle_request: a decision goes through
+/// `txrelay_approve` or `txrelay_reject`); its name and the URL that logs in as it.
 pub fn postgres_role(url: &str) -> (String, String) {
     let schema: String = url
         .rsplit("search_path%3D")
@@ -172,9 +172,10 @@ pub fn postgres_role(url: &str) -> (String, String) {
          EXCEPTION WHEN duplicate_object THEN NULL; END $$; \
          GRANT USAGE ON SCHEMA {schema} TO {role}; \
          GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}; \
-         GRANT INSERT, UPDATE ON {schema}.settle_request TO {role}; \
+         GRANT INSERT ON {schema}.settle_request TO {role}; \
          GRANT DELETE ON {schema}.tx_inquiry TO {role}; \
          GRANT EXECUTE ON FUNCTION {schema}.txrelay_approve(BIGINT, TEXT, TEXT) TO {role}; \
+         GRANT EXECUTE ON FUNCTION {schema}.txrelay_reject(BIGINT, TEXT) TO {role}; \
          GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}"
     ))
     .expect("a second role");

@@ -52,14 +52,14 @@ const UNDECIDED: &str = "\
            EXTRACT(EPOCH FROM now() - min(made_at) FILTER (WHERE expires_at > now()))::float8, \
            count(*) FILTER (WHERE expires_at <= now()) \
     FROM settle_request WHERE status = 'pending'";
-/// A rejection: the trigger writes the checker (session_user) and the decision's time. An
-/// expired request can still be rejected (closed), never approved.
-const REJECT: &str = "\
-    UPDATE settle_request SET status = 'rejected', decision_reason = $2 \
-    WHERE id = $1 AND status = 'pending'";
-/// An approval and its change, by the ledger's own function (schema version 7,
-/// `txrelay_approve`, SECURITY DEFINER: the operator's role needs no UPDATE on tx): the
-/// decision, then one guarded UPDATE from the state and attempts the request saw.
+/// A rejection, by the ledger's own function (schema version 7, `txrelay_reject`, SECURITY
+/// DEFINER: the operator's role needs no UPDATE on settle_request); the trigger writes the
+/// checker (session_user) and the decision's time. An expired request can still be rejected
+/// (closed), never approved.
+const REJECT: &str = "SELECT txrelay_reject($1, $2)";
+/// An approval and its change, by the ledger's own function (`txrelay_approve`, SECURITY
+/// DEFINER: the operator's role needs no UPDATE on tx): the decision, then one guarded UPDATE
+/// from the state and attempts the request saw.
 const APPROVE: &str = "SELECT txrelay_approve($1, $2, $3)";
 /// The SQLSTATE `txrelay_approve` raises when the row moved on (its decision undone too).
 const ROW_CHANGED: &str = "TXR01";
@@ -199,8 +199,8 @@ impl PgStore {
         let outcome = self.pool.run("deciding a settlement request", move |c| {
             if !approve {
                 let reject = c.prepared(REJECT)?;
-                return Ok((c.client.execute(&reject, &[&id, &why])? != 1)
-                    .then(|| Decided::NotPending(b.clone())));
+                let said: String = c.client.query_one(&reject, &[&id, &why])?.try_get(0)?;
+                return Ok((said != "rejected").then(|| Decided::NotPending(b.clone())));
             }
             let me: String = c.client.query_one("SELECT session_user::text", &[])?.get(0);
             let reason = approval_reason(&b, &me, why.as_deref());
