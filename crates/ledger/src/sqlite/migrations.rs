@@ -70,8 +70,12 @@ pub(super) fn migrate(conn: &Connection, path: &Path) -> Result<()> {
         }
         // Version 0 with no `tx` table: a new file, created rather than upgraded.
         let created = from == 0 && !has_table(conn, "tx").map_err(open_err)?;
-        let steps = if created { 0..0 } else { from..LATEST };
-        run_steps(conn, steps)
+        let steps = if created {
+            Ok(())
+        } else {
+            run_steps(conn, from..LATEST)
+        };
+        steps
             .and_then(|()| {
                 conn.execute_batch(&format!(
                     "{SCHEMA}; PRAGMA user_version = {LATEST}; COMMIT;"
@@ -107,6 +111,30 @@ pub fn create_at_version(conn: &Connection, version: i64) -> rusqlite::Result<()
         .inspect_err(|_| {
             let _ = conn.execute_batch("ROLLBACK");
         })
+}
+
+/// A file's schema, to compare with another's: every object (tables, indexes, triggers) as
+/// its kind, name and SQL with the comments, the quotes and the white space taken out
+/// (`ALTER TABLE … ADD COLUMN` and a table renamed into place store the same table as other
+/// text than schema.sql's), by kind and name. SQLite's own tables are left out: a file that
+/// once had `AUTOINCREMENT` keeps an empty `sqlite_sequence`, which cannot be dropped.
+pub fn schema_of(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut s = conn.prepare(
+        "SELECT type, name, sql FROM sqlite_master \
+         WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type, name",
+    )?;
+    s.query_map([], |r| {
+        let (kind, name, sql): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let bare: String = sql
+            .lines()
+            .map(|l| l.split("--").next().unwrap_or(""))
+            .collect::<String>()
+            .chars()
+            .filter(|c| !c.is_whitespace() && *c != '"')
+            .collect();
+        Ok(format!("{kind} {name}: {bare}"))
+    })?
+    .collect()
 }
 
 /// Runs the steps to versions `from + 1 ..= to` (`versions` is `from..to`), in order.

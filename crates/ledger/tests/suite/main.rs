@@ -13,6 +13,7 @@ mod races;
 mod recovery;
 mod rules;
 mod settle_requests;
+mod shipped;
 mod transitions;
 
 /// Instantiates each test once per backend: `sqlite::NAME`, `postgres::NAME` and

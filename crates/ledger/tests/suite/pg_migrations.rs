@@ -9,7 +9,7 @@ use ledger::{Access, Db, Store};
 /// Every object of the ledger's schema (each test ledger is a schema of its own, see
 /// testkit::pg), as the catalogue describes it: columns, constraints, indexes, sequences,
 /// triggers and functions, its schema's name taken out.
-fn described(c: &mut postgres::Client) -> Vec<String> {
+pub(crate) fn described(c: &mut postgres::Client) -> Vec<String> {
     let schema: String = c.query_one("SELECT current_schema()", &[]).unwrap().get(0);
     const QUERIES: [&str; 6] = [
         "SELECT format('column %s.%s %s null=%s default=%s', table_name, column_name, data_type, \
@@ -48,7 +48,7 @@ fn version(c: &mut postgres::Client) -> i32 {
         .get(0)
 }
 
-fn connect(url: &str) -> postgres::Client {
+pub(crate) fn connect(url: &str) -> postgres::Client {
     postgres::Client::connect(url, postgres::NoTls).unwrap()
 }
 
@@ -128,49 +128,5 @@ fn a_ledger_made_by_hand_from_any_version_ends_the_same() {
         c.batch_execute("DROP TABLE ledger_schema").unwrap();
         drop(open_as_a_tool(&url));
         assert_eq!(described(&mut c), want, "made from version {made}");
-    }
-}
-
-/// The commit at which each version's schema.postgres.sql shipped (the newest may wait for
-/// its commit: the first test holds it to the file as it is).
-const SHIPPED: [(i32, &str); 6] = [
-    (1, "3386092"),
-    (2, "d814f4b"),
-    (3, "ca49cd0"),
-    (4, "bf3d9aa"),
-    (5, "def16f7"),
-    (6, "f7a10aa"),
-];
-
-/// Each version rebuilt by the steps is the schema.postgres.sql that version shipped, as git
-/// keeps it (skipped, with a line, without a repository to ask).
-#[test]
-fn every_version_the_steps_rebuild_is_the_schema_it_shipped() {
-    let Some(server) = testkit::pg::shared() else {
-        return testkit::pg::did_not_run();
-    };
-    assert!(SHIPPED.len() as i32 >= SCHEMA_VERSION - 1);
-    for (version, commit) in SHIPPED {
-        let shown = std::process::Command::new("git")
-            .args(["show", &format!("{commit}:schema.postgres.sql")])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output();
-        let Some(shipped) = shown
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8(o.stdout).unwrap())
-        else {
-            eprintln!("no git history here: the steps are not compared with the shipped schemas");
-            return;
-        };
-        let mut was = connect(&server.fresh_db());
-        was.batch_execute(&shipped).unwrap();
-        let mut rebuilt = connect(&server.fresh_db());
-        create_at_version(&mut rebuilt, version).unwrap();
-        assert_eq!(
-            described(&mut rebuilt),
-            described(&mut was),
-            "version {version}"
-        );
     }
 }
