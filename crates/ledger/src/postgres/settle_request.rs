@@ -196,27 +196,41 @@ impl PgStore {
         let why = why.map(str::to_string);
         let approve = status == "approved";
         let b = before.clone();
-        let outcome = self.pool.run("deciding a settlement request", move |c| {
-            if !approve {
-                let reject = c.prepared(REJECT)?;
-                let said: String = c.client.query_one(&reject, &[&id, &why])?.try_get(0)?;
-                return Ok((said != "rejected").then(|| Decided::NotPending(b.clone())));
-            }
-            let me: String = c.client.query_one("SELECT session_user::text", &[])?.get(0);
-            let reason = approval_reason(&b, &me, why.as_deref());
-            let approve = c.prepared(APPROVE)?;
-            match c.client.query_one(&approve, &[&id, &why, &reason]) {
-                Ok(r) if r.try_get::<_, String>(0)? == "approved" => Ok(None),
-                Ok(_) => Ok(Some(Decided::NotPending(b.clone()))),
-                Err(e) if e.code().is_some_and(|s| s.code() == ROW_CHANGED) => {
-                    Ok(Some(Decided::RowChanged(b.clone())))
-                }
-                Err(e) => Err(e),
-            }
-        })?;
+        let deciding = "deciding a settlement request";
+        let (outcome, rerun) =
+            self.pool
+                .run_noting_rerun(deciding, self.pool.deadline(), move |c| {
+                    if !approve {
+                        let reject = c.prepared(REJECT)?;
+                        let said: String = c.client.query_one(&reject, &[&id, &why])?.try_get(0)?;
+                        return Ok((said != "rejected").then(|| Decided::NotPending(b.clone())));
+                    }
+                    let me: String = c.client.query_one("SELECT session_user::text", &[])?.get(0);
+                    let reason = approval_reason(&b, &me, why.as_deref());
+                    let approve = c.prepared(APPROVE)?;
+                    match c.client.query_one(&approve, &[&id, &why, &reason]) {
+                        Ok(r) if r.try_get::<_, String>(0)? == "approved" => Ok(None),
+                        Ok(_) => Ok(Some(Decided::NotPending(b.clone()))),
+                        Err(e) if e.code().is_some_and(|s| s.code() == ROW_CHANGED) => {
+                            Ok(Some(Decided::RowChanged(b.clone())))
+                        }
+                        Err(e) => Err(e),
+                    }
+                })?;
         match outcome {
             Some(Decided::NotPending(_)) => {
-                Ok(Decided::NotPending(self.request(id)?.unwrap_or(before)))
+                let now = self.request(id)?.unwrap_or(before);
+                let asked = if approve {
+                    Status::Approved
+                } else {
+                    Status::Rejected
+                };
+                if rerun && decided_by(&now, asked, &self.session_user()?) {
+                    // The first run's commit reached the server, its answer did not.
+                    Ok(Decided::Done(now))
+                } else {
+                    Ok(Decided::NotPending(now))
+                }
             }
             Some(refused) => Ok(refused),
             None => Ok(self
@@ -224,4 +238,12 @@ impl PgStore {
                 .map_or(Decided::NoSuchRequest, Decided::Done)),
         }
     }
+}
+
+/// Whether `r` is decided as `asked` by `me`: what a decision run a second time (its first
+/// run's answer lost with its connection) finds when the first run's commit went through.
+/// Only then is "not pending" read as done: without a second run, the request was decided
+/// before this decision began (by this person too, in another run: not this one's doing).
+fn decided_by(r: &SettleRequest, asked: Status, me: &str) -> bool {
+    r.status == asked && r.checker.as_deref() == Some(me)
 }

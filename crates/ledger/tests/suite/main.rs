@@ -7,6 +7,7 @@ mod channels;
 mod history;
 mod inquiries;
 mod parallel;
+mod pg_lost_answers;
 mod pg_migrations;
 mod pg_session;
 mod races;

@@ -9,7 +9,7 @@ use ledger::{Db, State};
 
 use crate::backend::{Backend, Hand};
 
-fn new_request(guid: &str, attempts: i64, expires_in_secs: u64) -> NewRequest {
+pub fn new_request(guid: &str, attempts: i64, expires_in_secs: u64) -> NewRequest {
     NewRequest {
         guid: guid.into(),
         seen_state: State::Unknown,
