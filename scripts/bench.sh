@@ -26,7 +26,7 @@ usage: scripts/bench.sh [--quick] [--secs N] [--cells LIST] [--profile] [--out F
   --out FILE  where to write the report (default: BENCHMARKS.md at the repository root)
   --help      this text
 
-Builds with `cargo build --release --workspace --bins --quiet`, then runs:
+Builds with `scripts/release_build.sh --all --quiet`, then runs:
   C in {1, 8, 64} x {relay, pg-relay, direct}
                                       resend ratio 0.1 (direct: resend slots are new GUIDs);
                                       pg-relay: the relay on a PostgreSQL ledger (a throwaway
@@ -101,8 +101,8 @@ command -v python3 >/dev/null || { echo "bench.sh: python3 is needed" >&2; exit 
 # want NAME: whether --cells (if given) lists the cell NAME.
 want() { [[ -z $cells || ,$cells, == *",$1,"* ]]; }
 
-echo "== building (cargo build --release --workspace --bins --quiet)"
-cargo build --release --workspace --bins --quiet
+echo "== building (scripts/release_build.sh --all --quiet)"
+bash "$root/scripts/release_build.sh" --all --quiet
 bin="$target_dir/release"
 
 # 1000 idle connections cost the relay one descriptor each (it raises its own soft limit),

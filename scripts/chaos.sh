@@ -22,7 +22,7 @@ if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then
     cat <<'USAGE'
 usage: scripts/chaos.sh [chaos flags]
 
-Builds with `cargo build --release --workspace --bins` and runs target/release/chaos.
+Builds with `scripts/release_build.sh --all` and runs target/release/chaos.
 Flags (passed through):
   --secs N        how long the traffic and the kills go on (default 60)
   --seed N        seed of the channels' actions and routes and of the kill schedule
@@ -51,5 +51,5 @@ fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-cargo build --release --workspace --bins --quiet
+bash scripts/release_build.sh --all --quiet
 exec "${CARGO_TARGET_DIR:-$root/target}/release/chaos" "$@"

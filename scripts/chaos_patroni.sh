@@ -55,8 +55,8 @@ done
 source "$root/scripts/patroni_cluster.sh"
 [[ -x $pc_bin/initdb ]] || { echo "chaos_patroni.sh: PostgreSQL's server binaries are not installed" >&2; exit 2; }
 
-echo "== building (cargo build --release --workspace --bins)"
-cargo build --release --workspace --bins --quiet
+echo "== building (scripts/release_build.sh --all)"
+bash "$root/scripts/release_build.sh" --all --quiet
 bin=${CARGO_TARGET_DIR:-$root/target}/release
 
 work=$(mktemp -d /tmp/chaos-patroni.XXXXXX)

@@ -7,8 +7,8 @@
 #   scripts/package.sh            # release build, then target/debian/txrelay_*.deb
 #   scripts/package.sh --fast     # the same files, compressed faster (a larger .deb; CI's)
 #
-# Steps: `cargo build --release` of the packaged tools; their man pages and completions
-# written by the tools themselves (TXRELAY_GENERATE=DIR, crates/cli/src/generate.rs) into
+# Steps: `cargo build --release` of the packaged tools (scripts/release_build.sh); their man
+# pages and completions written by the tools (TXRELAY_GENERATE=DIR, cli/src/generate.rs) into
 # target/release/txrelay-docs, the pages compressed as Debian installs them
 # (relay.1txrelay.gz); `cargo deb -p relay --no-build` with the metadata of
 # crates/relay/Cargo.toml. cargo-deb is installed (`cargo install cargo-deb --locked`) when
@@ -17,7 +17,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-tools=(relay resolve reprocess purge inspect migrate backup restore reconcile)
+mapfile -t tools < <(bash scripts/release_build.sh --list)
 target=${CARGO_TARGET_DIR:-$root/target}
 
 deb_flags=()
@@ -39,10 +39,8 @@ if ! cargo deb --version >/dev/null 2>&1; then
     cargo install cargo-deb --locked >&2
 fi
 
-echo "== cargo build --release ${tools[*]/#/-p }" >&2
-pkgs=()
-for t in "${tools[@]}"; do pkgs+=(-p "$t"); done
-cargo build --release --locked "${pkgs[@]}" >&2
+echo "== scripts/release_build.sh: cargo build --release --locked ${tools[*]/#/-p }" >&2
+bash scripts/release_build.sh >&2
 
 docs="$target/release/txrelay-docs"
 echo "== man pages and completions in $docs" >&2
