@@ -20,6 +20,7 @@ pub mod settle_request;
 pub mod sqlite;
 pub mod state;
 pub mod store;
+pub mod writes;
 
 pub use db::{Access, Db};
 pub use error::LedgerError;

@@ -1,7 +1,7 @@
 //! The one interface to the ledger, whatever holds it: everything the relay and the batch
 //! tools need (claims, guarded transitions, selections, counts, purge), by role (`roles`:
-//! `Transfers`, `Inquiries`, `Retention`, `Reports`, `Recovering`, `Settling`, and `Probes`
-//! for the tests), and all of them as [`Store`]. Implemented for
+//! `Transfers`, `Inquiries`, `Retention`, `Reports`, `Recovering`, `Settling`), and all of
+//! them as [`Store`]. What only the tests read is not here (`testkit::probes`). Implemented for
 //! SQLite (`sqlite`, once over whatever holds its connections: one connection under a lock,
 //! for the tools; `group_commit`: the relay's writer thread and read pool) and PostgreSQL
 //! (`postgres`: a pool of connections, each operation with a client-side deadline). The
@@ -95,22 +95,21 @@ mod roles;
 /// Every role, for code that calls the ledger on a concrete store (`PgStore`, a holder) rather
 /// than through `dyn Store`: `use ledger::store::prelude::*`.
 pub mod prelude {
-    pub use super::{
-        Inquiries, Probes, Recovering, Reports, Retention, Settling, Store, Transfers,
-    };
+    pub use super::{Inquiries, Recovering, Reports, Retention, Settling, Store, Transfers};
+    pub use crate::writes::*;
 }
 
-pub use roles::{Inquiries, Probes, Recovering, Reports, Retention, Settling, Transfers};
+pub use roles::{Inquiries, Recovering, Reports, Retention, Settling, Transfers};
 
 /// The one interface to the ledger, whatever holds it: every role (`roles`) at once, as the
 /// relay and the tools hold it (`Arc<dyn Store>`).
 pub trait Store:
-    Transfers + Inquiries + Retention + Reports + Recovering + Settling + Probes + Send + Sync
+    Transfers + Inquiries + Retention + Reports + Recovering + Settling + Send + Sync
 {
 }
 
-impl<T: Transfers + Inquiries + Retention + Reports + Recovering + Settling + Probes + Send + Sync>
-    Store for T
+impl<T: Transfers + Inquiries + Retention + Reports + Recovering + Settling + Send + Sync> Store
+    for T
 {
 }
 

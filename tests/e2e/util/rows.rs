@@ -356,7 +356,7 @@ pub fn by_hand(db: &TempLedger, sqlite: &str, pg: &str) {
 
 /// Every failed-inquiry record (the side table `tx_inquiry`), by GUID.
 pub fn inquiry_records(db: &TempLedger) -> Vec<InquiryRecord> {
-    db.store().inquiry_records().expect("read tx_inquiry")
+    testkit::probes::inquiry_records(db.arg())
 }
 
 /// How many inquiries about `guid` have failed in a row (`None`: no record).

@@ -14,6 +14,8 @@ pub mod net;
 pub mod pg;
 #[cfg(feature = "pki")]
 pub mod pki;
+#[cfg(feature = "ledger")]
+pub mod probes;
 pub mod process;
 pub mod proxy;
 #[cfg(feature = "ledger")]

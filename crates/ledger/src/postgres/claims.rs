@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use super::batch::{Waiting, all_failed, deadline_of};
 use super::pool::Pool;
-use super::sql::CLAIM_BATCH;
 use crate::error::{LedgerError, Result};
+use crate::writes::claim_new::POSTGRES_BATCH as CLAIM_BATCH;
 
 /// A claim of a new GUID, as `Store::claim_new` takes it.
-pub(super) struct Claim {
+pub(crate) struct Claim {
     pub guid: String,
     pub tx_code: String,
     pub request: Vec<u8>,

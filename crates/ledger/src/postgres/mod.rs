@@ -14,16 +14,17 @@ macro_rules! utc {
         )
     };
 }
+pub(crate) use utc;
 
 mod batch;
-mod claims;
+pub(crate) mod claims;
 mod hosts;
 mod page;
 mod pool;
-mod reclaims;
+pub(crate) mod reclaims;
 mod reconcile;
-mod recovery;
-mod results;
+pub(crate) mod recovery;
+pub(crate) mod results;
 mod schema;
 mod session;
 mod settle_request;
@@ -49,10 +50,10 @@ use crate::state::{Row, State};
 use crate::store::InquiryRecord;
 
 /// Owned statement parameters, moved to the connection's thread.
-struct Params(Vec<Box<dyn ToSql + Sync + Send>>);
+pub(crate) struct Params(pub(crate) Vec<Box<dyn ToSql + Sync + Send>>);
 
 impl Params {
-    fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
+    pub(crate) fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
         self.0
             .iter()
             .map(|p| p.as_ref() as &(dyn ToSql + Sync))
@@ -67,11 +68,11 @@ macro_rules! params {
         ])
     };
 }
-use params;
+pub(crate) use params;
 
 /// The ledger on a PostgreSQL server.
 pub struct PgStore {
-    pool: Arc<Pool>,
+    pub(crate) pool: Arc<Pool>,
     url: PgUrl,
     /// Claims of new GUIDs, results and re-claims, each group-committed (`batch`); none when
     /// read-only.
@@ -193,6 +194,21 @@ impl PgStore {
             .ok_or_else(|| LedgerError::Unavailable("this tool opened the ledger read-only".into()))
     }
 
+    /// A claim of a new GUID, group-committed with the others waiting (`claims`).
+    pub(crate) fn claim(&self, c: claims::Claim) -> Result<bool> {
+        self.writes()?.claims.submit(c, self.pool.deadline())
+    }
+
+    /// A re-claim, group-committed with the others waiting (`reclaims`).
+    pub(crate) fn reclaim(&self, r: reclaims::Reclaim) -> Result<Option<i64>> {
+        self.writes()?.reclaims.submit(r, self.pool.deadline())
+    }
+
+    /// A guarded transition, group-committed with the others waiting (`results`).
+    pub(crate) fn change(&self, c: crate::state::Change) -> Result<bool> {
+        self.writes()?.results.submit(c, self.pool.deadline())
+    }
+
     /// `e`, met while opening, as the error that names the ledger.
     fn open_error(&self, e: impl std::fmt::Display) -> LedgerError {
         LedgerError::PgOpen {
@@ -242,7 +258,12 @@ impl PgStore {
     }
 
     /// A write: each is its own commit, recorded in the metrics as a batch of one.
-    fn execute(&self, what: &'static str, sql: &'static str, params: Params) -> Result<u64> {
+    pub(crate) fn execute(
+        &self,
+        what: &'static str,
+        sql: &'static str,
+        params: Params,
+    ) -> Result<u64> {
         let started = Instant::now();
         let n = self.pool.run(what, move |c| {
             let st = c.prepared(sql)?;
@@ -254,7 +275,7 @@ impl PgStore {
 
     /// `sql` in a transaction of its own that tells the history who made the change and why
     /// (the session's name otherwise).
-    fn execute_as(
+    pub(crate) fn execute_as(
         &self,
         what: &'static str,
         who: Option<String>,
@@ -291,7 +312,7 @@ impl PgStore {
     }
 }
 
-fn record(r: &postgres::Row) -> std::result::Result<InquiryRecord, postgres::Error> {
+pub(crate) fn record(r: &postgres::Row) -> std::result::Result<InquiryRecord, postgres::Error> {
     Ok(InquiryRecord {
         guid: r.try_get(0)?,
         failures: r.try_get::<_, i32>(1)?.into(),
@@ -316,11 +337,11 @@ fn row(r: &postgres::Row) -> std::result::Result<Row, postgres::Error> {
     })
 }
 
-fn int(n: u64) -> i32 {
+pub(crate) fn int(n: u64) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-fn attempts(n: i64) -> i32 {
+pub(crate) fn attempts(n: i64) -> i32 {
     i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX })
 }
 

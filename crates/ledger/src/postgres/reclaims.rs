@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use super::batch::{Waiting, all_failed, deadline_of};
 use super::pool::{PgConn, Pool};
-use super::sql::{RECLAIM_FAILED_BATCH, RECLAIM_FOR_RESEND_BATCH};
 use crate::error::{LedgerError, Result};
+use crate::writes::reclaim_failed::POSTGRES_BATCH as RECLAIM_FAILED_BATCH;
+use crate::writes::reclaim_for_resend::POSTGRES_BATCH as RECLAIM_FOR_RESEND_BATCH;
 use postgres::{GenericClient, Statement};
 
 /// A re-claim, as `Store::reclaim_failed` or `Store::reclaim_for_resend` takes it.
-pub(super) enum Reclaim {
+pub(crate) enum Reclaim {
     /// A channel's resend of a FAILED GUID, byte for byte, by the channel that owns it.
     Resent {
         guid: String,

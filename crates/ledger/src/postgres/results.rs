@@ -14,9 +14,10 @@ use std::sync::Arc;
 use super::attempts;
 use super::batch::{Waiting, all_failed, deadline_of};
 use super::pool::{PgConn, Pool};
-use super::sql::{ACTOR, LOCK_ROWS, TRANSITION_BATCH};
+use super::sql::{ACTOR, LOCK_ROWS};
 use crate::error::Result;
 use crate::state::Change;
+use crate::writes::transition::POSTGRES_BATCH as TRANSITION_BATCH;
 use postgres::types::ToSql;
 
 /// One statement's changes, all with the same actor and each GUID once.

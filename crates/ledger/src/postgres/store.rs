@@ -2,15 +2,14 @@
 //! pool's client-side deadline.
 
 use super::sql::*;
-use super::{PgStore, attempts, int, limit, params, record};
+use super::{PgStore, attempts, int, limit, params};
 use crate::error::Result;
 use crate::page::{Counted, Cursor};
-use crate::recovery::{Booked, LedgerEvent, Recovery};
-use crate::settle_request::{Decided, Listed, NewRequest, SettleRequest, Undecided};
-use crate::state::{Change, Evidence, HistoryRow, Row, State};
+use crate::recovery::{LedgerEvent, Recovery};
+use crate::settle_request::{Listed, SettleRequest, Undecided};
+use crate::state::{HistoryRow, Row, State};
 use crate::store::{
-    Durability, INQUIRY_BACKOFF_MAX_DOUBLINGS, Inquiries, InquiryRecord, Probes, Recovering,
-    Reports, Retention, Settling, Transfers, backoff_base_secs, backoff_cap_secs, last_error_text,
+    Durability, Inquiries, InquiryRecord, Recovering, Reports, Retention, Settling, Transfers,
 };
 
 impl Transfers for PgStore {
@@ -20,76 +19,12 @@ impl Transfers for PgStore {
             .pop())
     }
 
-    fn claim_new(
-        &self,
-        guid: &str,
-        tx_code: &str,
-        request: &[u8],
-        channel: Option<&str>,
-    ) -> Result<bool> {
-        let claim = super::claims::Claim {
-            guid: guid.to_string(),
-            tx_code: tx_code.to_string(),
-            request: request.to_vec(),
-            channel: channel.map(str::to_string),
-        };
-        self.writes()?.claims.submit(claim, self.pool.deadline())
-    }
-
-    fn reclaim_failed(
-        &self,
-        guid: &str,
-        request: &[u8],
-        channel: Option<&str>,
-    ) -> Result<Option<i64>> {
-        let reclaim = super::reclaims::Reclaim::Resent {
-            guid: guid.to_string(),
-            request: request.to_vec(),
-            channel: channel.map(str::to_string),
-        };
-        self.writes()?
-            .reclaims
-            .submit(reclaim, self.pool.deadline())
-    }
-
-    fn transition(&self, c: &Change) -> Result<bool> {
-        self.writes()?
-            .results
-            .submit(c.clone(), self.pool.deadline())
-    }
-
     fn claims_first(&self) -> bool {
         true
-    }
-
-    fn record_evidence(&self, e: &Evidence) -> Result<()> {
-        let (guid, code, attempt, reason) = (
-            e.guid.clone(),
-            e.rsp_code.clone(),
-            attempts(e.attempt),
-            e.reason.clone(),
-        );
-        self.pool.run("recording evidence", move |c| {
-            let st = c.prepared(RECORD_EVIDENCE)?;
-            let who = c.who.clone();
-            c.client
-                .execute(&st, &[&guid, &code, &attempt, &who, &reason])
-                .map(|_| ())
-        })
     }
 }
 
 impl Inquiries for PgStore {
-    fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
-        let reclaim = super::reclaims::Reclaim::ForResend {
-            guid: guid.to_string(),
-            max_attempts: attempts(max_attempts),
-        };
-        self.writes()?
-            .reclaims
-            .submit(reclaim, self.pool.deadline())
-    }
-
     fn select_resendable(&self, max_attempts: i64, lim: Option<u64>) -> Result<Vec<Row>> {
         self.rows(
             "selecting rows",
@@ -110,35 +45,6 @@ impl Inquiries for PgStore {
         )
     }
 
-    fn record_inquiry_failure(
-        &self,
-        guid: &str,
-        error: &str,
-        min_age_secs: u64,
-    ) -> Result<InquiryRecord> {
-        let p = params![
-            guid.to_string(),
-            last_error_text(error).to_string(),
-            backoff_base_secs(min_age_secs),
-            backoff_cap_secs(),
-            INQUIRY_BACKOFF_MAX_DOUBLINGS as i32,
-        ];
-        self.pool.run("recording a failed inquiry", move |c| {
-            let st = c.prepared(RECORD_INQUIRY_FAILURE)?;
-            record(&c.client.query_one(&st, &p.refs())?)
-        })
-    }
-
-    fn clear_inquiry(&self, guid: &str) -> Result<bool> {
-        let p = params![guid.to_string()];
-        Ok(self.execute("clearing failed inquiries", CLEAR_INQUIRY, p)? == 1)
-    }
-
-    fn prune_inquiries(&self) -> Result<usize> {
-        let n = self.execute("pruning failed inquiries", PRUNE_INQUIRIES, params![])?;
-        Ok(usize::try_from(n).unwrap_or(usize::MAX))
-    }
-
     fn needs_operator(&self, max_inquiries: u32) -> Result<Vec<InquiryRecord>> {
         let max = i32::try_from(max_inquiries).unwrap_or(i32::MAX);
         self.records(NEEDS_OPERATOR, params![max])
@@ -156,23 +62,6 @@ impl Inquiries for PgStore {
 impl Retention for PgStore {
     fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
         self.rows("selecting rows", SELECT_PURGEABLE, params![int(days)])
-    }
-
-    fn purge_chunk(&self, days: u64, lim: usize) -> Result<usize> {
-        let p = params![int(days), i64::try_from(lim).unwrap_or(i64::MAX)];
-        let why = Some(format!("retention {days} days"));
-        let n = self.execute_as("purging", None, why, PURGE_CHUNK, p)?;
-        Ok(usize::try_from(n).unwrap_or(usize::MAX))
-    }
-
-    fn purge_history_chunk(&self, days: u64, tx_days: u64, lim: usize) -> Result<usize> {
-        let p = params![
-            int(days),
-            i64::try_from(lim).unwrap_or(i64::MAX),
-            int(tx_days)
-        ];
-        let n = self.execute("purging history", PURGE_HISTORY_CHUNK, p)?;
-        Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 }
 
@@ -296,32 +185,12 @@ impl Recovering for PgStore {
         self.recovery_mark()
     }
 
-    fn begin_recovery(&self, since: &str, who: &str, detail: &str) -> Result<Recovery> {
-        self.begin_recovery_mark(since, who, detail)
-    }
-
-    fn end_recovery(&self, who: &str, detail: &str) -> Result<Option<Recovery>> {
-        self.end_recovery_mark(who, detail)
-    }
-
-    fn record_booked(&self, b: &Booked) -> Result<bool> {
-        self.write_booked(b)
-    }
-
-    fn record_ledger_event(&self, who: &str, event: &str, detail: &str) -> Result<()> {
-        self.write_event(who, event, detail)
-    }
-
     fn ledger_events(&self, limit: u64) -> Result<Vec<LedgerEvent>> {
         self.events(limit)
     }
 }
 
 impl Settling for PgStore {
-    fn make_settle_request(&self, request: &NewRequest) -> Result<i64> {
-        self.make_request(request)
-    }
-
     fn settle_request(&self, id: i64) -> Result<Option<SettleRequest>> {
         self.request(id)
     }
@@ -336,27 +205,5 @@ impl Settling for PgStore {
 
     fn identity(&self) -> Result<String> {
         self.session_user()
-    }
-
-    fn approve_settle_request(&self, id: i64, why: Option<&str>) -> Result<Decided> {
-        self.decide(id, "approved", why)
-    }
-
-    fn reject_settle_request(&self, id: i64, why: &str) -> Result<Decided> {
-        self.decide(id, "rejected", Some(why))
-    }
-}
-
-impl Probes for PgStore {
-    fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
-        self.rows(
-            "selecting rows",
-            SELECT_AGED,
-            params![state.as_str(), min_age_secs as f64],
-        )
-    }
-
-    fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
-        self.records(INQUIRY_RECORDS, params![])
     }
 }

@@ -56,7 +56,7 @@ impl Row {
 }
 
 impl InquiryRecord {
-    pub(super) fn from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<InquiryRecord> {
+    pub(crate) fn from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<InquiryRecord> {
         Ok(InquiryRecord {
             guid: lenient_text(r.get_ref(0)?).unwrap_or_default(),
             failures: match r.get_ref(1)? {

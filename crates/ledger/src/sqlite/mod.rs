@@ -20,7 +20,7 @@ pub mod migrations;
 pub(crate) mod moved;
 mod page;
 mod reconcile;
-mod recovery;
+pub(crate) mod recovery;
 pub mod restore;
 mod settle_request;
 mod sql;
@@ -54,9 +54,9 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// One SQLite connection to the ledger, configured for durable claims.
 /// A `Ledger` is used by one thread at a time (it is `Send`, not `Sync`).
 pub struct Ledger {
-    conn: Connection,
+    pub(crate) conn: Connection,
     /// Who the history names for this connection's changes.
-    who: String,
+    pub(crate) who: String,
     /// The `tx_actor` row naming `who` for a whole group-commit transaction, while one is
     /// open (see [`Ledger::begin_batch`]).
     batch_actor: Cell<Option<i64>>,
@@ -232,7 +232,7 @@ impl Ledger {
     /// actor is set for the history triggers, in the caller's transaction (the relay's group
     /// commit, where the batch's actor row already names this connection) or in one of its
     /// own (the tools, autocommit). The triggers read the newest `tx_actor` row.
-    fn as_actor<T>(
+    pub(crate) fn as_actor<T>(
         &self,
         who: Option<&str>,
         reason: Option<&str>,
@@ -337,4 +337,9 @@ fn create_private(path: &Path) {
     }
     #[cfg(not(unix))]
     let _ = path;
+}
+
+/// A `datetime('now', ?)` modifier, bound as a parameter: no SQL is built from input.
+pub(crate) fn age_modifier(n: u64, unit: &str) -> String {
+    format!("-{n} {unit}")
 }

@@ -8,12 +8,12 @@ use std::sync::{Mutex, MutexGuard};
 use super::Ledger;
 use crate::error::Result;
 use crate::page::{Counted, Cursor};
-use crate::recovery::{Booked, LedgerEvent, Recovery};
-use crate::settle_request::{Decided, Listed, NewRequest, SettleRequest, Undecided};
-use crate::state::{Change, Evidence, HistoryRow, Row, State};
+use crate::recovery::{LedgerEvent, Recovery};
+use crate::settle_request::{Listed, SettleRequest, Undecided};
+use crate::state::{HistoryRow, Row, State};
 use crate::store::{
-    Durability, Inquiries, InquiryRecord, Probes, Recovering, Reports, Retention, Settling,
-    Transfers, health_read_back,
+    Durability, Inquiries, InquiryRecord, Recovering, Reports, Retention, Settling, Transfers,
+    health_read_back,
 };
 
 /// Where an SQLite store's statements run.
@@ -54,60 +54,11 @@ impl<H: Hold> Transfers for H {
     fn read(&self, guid: &str) -> Result<Option<Row>> {
         self.read_with(|l| l.get(guid))
     }
-    fn claim_new(
-        &self,
-        guid: &str,
-        tx_code: &str,
-        request: &[u8],
-        channel: Option<&str>,
-    ) -> Result<bool> {
-        let (guid, tx_code, request) = (guid.to_string(), tx_code.to_string(), request.to_vec());
-        let channel = channel.map(str::to_string);
-        self.write_with(move |l| l.claim_new(&guid, &tx_code, &request, channel.as_deref()))
-    }
-    fn reclaim_failed(
-        &self,
-        guid: &str,
-        request: &[u8],
-        channel: Option<&str>,
-    ) -> Result<Option<i64>> {
-        let (guid, request) = (guid.to_string(), request.to_vec());
-        let channel = channel.map(str::to_string);
-        self.write_with(move |l| l.reclaim_failed(&guid, &request, channel.as_deref()))
-    }
-    fn transition(&self, change: &Change) -> Result<bool> {
-        let change = change.clone();
-        self.write_with(move |l| l.transition(&change))
-    }
-    fn record_evidence(&self, evidence: &Evidence) -> Result<()> {
-        let evidence = evidence.clone();
-        self.write_with(move |l| l.record_evidence(&evidence))
-    }
 }
 
 impl<H: Hold> Inquiries for H {
-    fn reclaim_for_resend(&self, guid: &str, max_attempts: i64) -> Result<Option<i64>> {
-        let guid = guid.to_string();
-        self.write_with(move |l| l.reclaim_for_resend(&guid, max_attempts))
-    }
     fn select_due(&self, state: State, min_age_secs: u64, max_inquiries: u32) -> Result<Vec<Row>> {
         self.read_with(|l| l.select_due(state, min_age_secs, max_inquiries))
-    }
-    fn record_inquiry_failure(
-        &self,
-        guid: &str,
-        error: &str,
-        min_age_secs: u64,
-    ) -> Result<InquiryRecord> {
-        let (guid, error) = (guid.to_string(), error.to_string());
-        self.write_with(move |l| l.record_inquiry_failure(&guid, &error, min_age_secs))
-    }
-    fn clear_inquiry(&self, guid: &str) -> Result<bool> {
-        let guid = guid.to_string();
-        self.write_with(move |l| l.clear_inquiry(&guid))
-    }
-    fn prune_inquiries(&self) -> Result<usize> {
-        self.write_with(|l| l.prune_inquiries())
     }
     fn needs_operator(&self, max_inquiries: u32) -> Result<Vec<InquiryRecord>> {
         self.read_with(|l| l.needs_operator(max_inquiries))
@@ -123,12 +74,6 @@ impl<H: Hold> Inquiries for H {
 impl<H: Hold> Retention for H {
     fn select_purgeable(&self, days: u64) -> Result<Vec<Row>> {
         self.read_with(|l| l.select_purgeable(days))
-    }
-    fn purge_chunk(&self, days: u64, limit: usize) -> Result<usize> {
-        self.write_with(move |l| l.purge_chunk(days, limit))
-    }
-    fn purge_history_chunk(&self, days: u64, tx_days: u64, limit: usize) -> Result<usize> {
-        self.write_with(move |l| l.purge_history_chunk(days, tx_days, limit))
     }
 }
 
@@ -191,32 +136,12 @@ impl<H: Hold> Recovering for H {
     fn recovery(&self) -> Result<Option<Recovery>> {
         self.read_with(|l| l.recovery())
     }
-    fn begin_recovery(&self, since: &str, who: &str, detail: &str) -> Result<Recovery> {
-        let (since, who, detail) = (since.to_string(), who.to_string(), detail.to_string());
-        self.write_with(move |l| l.begin_recovery(&since, &who, &detail))
-    }
-    fn end_recovery(&self, who: &str, detail: &str) -> Result<Option<Recovery>> {
-        let (who, detail) = (who.to_string(), detail.to_string());
-        self.write_with(move |l| l.end_recovery(&who, &detail))
-    }
-    fn record_booked(&self, b: &Booked) -> Result<bool> {
-        let b = b.clone();
-        self.write_with(move |l| l.record_booked(&b))
-    }
-    fn record_ledger_event(&self, who: &str, event: &str, detail: &str) -> Result<()> {
-        let (who, event, detail) = (who.to_string(), event.to_string(), detail.to_string());
-        self.write_with(move |l| l.record_event(&who, &event, &detail))
-    }
     fn ledger_events(&self, limit: u64) -> Result<Vec<LedgerEvent>> {
         self.read_with(|l| l.events(limit))
     }
 }
 
 impl<H: Hold> Settling for H {
-    fn make_settle_request(&self, request: &NewRequest) -> Result<i64> {
-        let request = request.clone();
-        self.write_with(move |l| l.make_settle_request(&request))
-    }
     fn settle_request(&self, id: i64) -> Result<Option<SettleRequest>> {
         self.read_with(|l| l.settle_request(id))
     }
@@ -228,22 +153,5 @@ impl<H: Hold> Settling for H {
     }
     fn identity(&self) -> Result<String> {
         Ok(crate::identity::operator())
-    }
-    fn approve_settle_request(&self, id: i64, why: Option<&str>) -> Result<Decided> {
-        let why = why.map(str::to_string);
-        self.write_with(move |l| l.approve_settle_request(id, why.as_deref()))
-    }
-    fn reject_settle_request(&self, id: i64, why: &str) -> Result<Decided> {
-        let why = why.to_string();
-        self.write_with(move |l| l.reject_settle_request(id, &why))
-    }
-}
-
-impl<H: Hold> Probes for H {
-    fn select_aged(&self, state: State, min_age_secs: u64) -> Result<Vec<Row>> {
-        self.read_with(|l| l.select_aged(state, min_age_secs))
-    }
-    fn inquiry_records(&self) -> Result<Vec<InquiryRecord>> {
-        self.read_with(|l| l.inquiry_records())
     }
 }

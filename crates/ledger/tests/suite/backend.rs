@@ -92,6 +92,11 @@ impl Backend {
         (db.open(Access::Tool, "suite").unwrap(), role)
     }
 
+    /// Every failed-inquiry record, by GUID, read with a connection of the test's own.
+    pub fn inquiry_records(&self) -> Vec<ledger::store::InquiryRecord> {
+        testkit::probes::inquiry_records(&self.arg)
+    }
+
     /// The store the batch tools use.
     pub fn tool(&self) -> Arc<dyn Store> {
         self.open(Access::Tool)

@@ -213,7 +213,7 @@ pub fn resolve_racing_the_relay_never_books_twice(b: &Backend) {
         // Once every row is SENT, resolve settles them as if they were stale (the rows are
         // aged by hand: the floor is about time, and this test is about the race).
         let tool = b.tool();
-        while tool.select_aged(State::Sent, 0).unwrap().len() < N {
+        while tool.count_aged(State::Sent, None).unwrap() < N as i64 {
             std::thread::yield_now();
         }
         age_all(b, "G-RR-");

@@ -63,7 +63,7 @@ pub fn the_sql_selects_what_the_rules_say(b: &Backend) {
         "the rows at the cap"
     );
     // Needs an operator: in doubt, inquiries exhausted .
-    let records = s.inquiry_records().unwrap();
+    let records = b.inquiry_records();
     let state_of = |g: &str| all.iter().find(|r| r.guid == g).map(|r| r.state).unwrap();
     let needs = names(
         records
