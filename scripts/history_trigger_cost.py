@@ -21,7 +21,7 @@ probe), noautonoat (noauto and noat together), atconst (a constant `at` instead 
 and newnoguid (version 7 without its GUID index and the insert trigger's probe that needs it:
 the bound of what taking that index off the write path could buy).
 
-Then purge's history deletion (the PURGE_HISTORY_CHUNK statement of sqlite/sql.rs) on a
+Then purge's history deletion (crates/ledger/src/writes/purge_history_chunk.rs) on a
 history of --purge-rows rows, all old and of GUIDs no longer in the ledger, with and without
 the at index: milliseconds per chunk of 10,000 and for the last chunk (nothing left to find).
 

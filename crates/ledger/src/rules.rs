@@ -1,9 +1,9 @@
 //! The rules the tools share about which rows need whom, each said once in Rust: a row
 //! proven never sent that reprocess resends (below its attempt cap) or no longer resends (at
 //! it), a row in doubt, a GUID resolve has given up on. Each backend's SQL says the same in
-//! its WHERE (`crate::writes`, `sqlite::sql`, `postgres::sql` and their `page`s); the ledger suite holds the
-//! two equal on every backend (`tests/suite/rules.rs`), so a change to one that the other
-//! does not follow fails there.
+//! its WHERE (`crate::writes`, `sqlite::sql`, `postgres::sql` and their `page`s); the ledger
+//! suite holds the two equal on every backend (`tests/suite/rules.rs`), so a change to one
+//! that the other does not follow fails there.
 
 use crate::state::{Row, State};
 use crate::store::InquiryRecord;

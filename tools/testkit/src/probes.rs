@@ -16,7 +16,12 @@ pub fn inquiry_records(db: &str) -> Vec<InquiryRecord> {
 }
 
 fn sqlite_inquiry_records(path: &str) -> Vec<InquiryRecord> {
-    let c = rusqlite::Connection::open(path).expect("open the ledger");
+    // Never creates a file (a mistyped path fails), and waits out a writer's lock.
+    let c =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .expect("open the ledger");
+    c.busy_timeout(std::time::Duration::from_secs(5))
+        .expect("set a busy timeout");
     let has: i64 = c
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tx_inquiry'",

@@ -10,7 +10,7 @@ use super::pool::Pool;
 use crate::error::{LedgerError, Result};
 use crate::writes::claim_new::POSTGRES_BATCH as CLAIM_BATCH;
 
-/// A claim of a new GUID, as `Store::claim_new` takes it.
+/// A claim of a new GUID, as `ClaimNew::claim_new` (`writes::claim_new`) takes it.
 pub(crate) struct Claim {
     pub guid: String,
     pub tx_code: String,

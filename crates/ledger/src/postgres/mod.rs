@@ -1,8 +1,10 @@
 //! The PostgreSQL ledger (contract §7): the same statements and the same rules as SQLite's
 //! (`sqlite`), for several relays and tools sharing one ledger. Every transition is one
 //! autocommitted statement whose WHERE names the state it leaves; its row count decides.
-//! Ages are compared against the server's clock. `sql` holds the statements, `schema` how
-//! the schema is applied, `store` the `Store` that runs them on the pool.
+//! Ages are compared against the server's clock. `sql` holds the reads (the writes, each with
+//! its SQLite twin, are `crate::writes`), `claims`, `results` and `reclaims` the group commit
+//! of the relay's writes, `schema` how the schema is applied, `store` the `Store` that runs
+//! the reads on the pool.
 
 /// An instant as the ledger shows it: RFC 3339, UTC, to the second.
 macro_rules! utc {

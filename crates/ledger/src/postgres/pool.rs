@@ -148,8 +148,11 @@ impl Pool {
     /// Runs `f` on a connection, answering by `deadline` whatever the server does. A
     /// connection found broken (the server restarted, the network cut) is dropped with every
     /// idle one (they are most likely broken too), and `f` runs once more on a new
-    /// connection if time is left: safe, because every statement of the ledger is guarded
-    /// and can take effect at most once.
+    /// connection if time is left: safe for every change of a row, each guarded and taking
+    /// effect at most once. A write that adds a row (a settlement request, evidence, a ledger
+    /// event, a failed inquiry's count) may then add it twice: a duplicate in the record,
+    /// never a loss, and never a second booking (a second request's approval finds its row
+    /// changed).
     pub fn run_by<T: Send + 'static>(
         &self,
         what: &'static str,

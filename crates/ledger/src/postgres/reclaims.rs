@@ -12,7 +12,8 @@ use crate::writes::reclaim_failed::POSTGRES_BATCH as RECLAIM_FAILED_BATCH;
 use crate::writes::reclaim_for_resend::POSTGRES_BATCH as RECLAIM_FOR_RESEND_BATCH;
 use postgres::{GenericClient, Statement};
 
-/// A re-claim, as `Store::reclaim_failed` or `Store::reclaim_for_resend` takes it.
+/// A re-claim, as `ReclaimFailed::reclaim_failed` or `ReclaimForResend::reclaim_for_resend`
+/// (`writes`) takes it.
 pub(crate) enum Reclaim {
     /// A channel's resend of a FAILED GUID, byte for byte, by the channel that owns it.
     Resent {

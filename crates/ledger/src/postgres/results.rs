@@ -1,5 +1,5 @@
-//! Results (guarded transitions), batched: `UPDATE tx … FROM unnest(…) AS v(…) WHERE tx.guid
-//! = v.guid AND tx.state = v.from_state AND …attempt and age as `TRANSITION`… RETURNING
+//! Results (guarded transitions, `writes::transition`), batched: `UPDATE tx … FROM unnest(…) AS v(…) WHERE tx.guid
+//! = v.guid AND tx.state = v.from_state AND …attempt and age as SQLite's… RETURNING
 //! tx.guid`, one commit for every change a writer found waiting. Each row still moves only
 //! from the state (and attempt) its change names; the rows returned are the changes made.
 //!

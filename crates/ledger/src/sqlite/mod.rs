@@ -1,7 +1,8 @@
-//! The SQLite ledger: opening a file (pragmas, schema), and every state change and selection
-//! as SQL (the PostgreSQL twin is `postgres`). `sql` holds the statements, `statements` the
-//! `Ledger`'s methods that run them, `decode` how rows are read, `store` the one `Store` over
-//! whatever holds the connections (one under a lock here; the relay's group commit).
+//! The SQLite ledger: opening a file (pragmas, schema), and its selections and reads as SQL
+//! (the PostgreSQL twin is `postgres`; the writes, both backends' in one file each, are
+//! `crate::writes`). `sql` and `statements` hold the reads and the `Ledger`'s methods that run
+//! them, `decode` how rows are read, `store` the one `Store` over whatever holds the
+//! connections (one under a lock here; the relay's group commit).
 //!
 //! Every transition is ONE statement whose WHERE clause names the state it leaves; its row
 //! count says whether it happened. Nothing here reads a row to decide a write: two threads

@@ -4,6 +4,9 @@
 //! the state and attempts the request saw, in one transaction: both, or neither. A rejection
 //! closes it (an expired one too) and changes no row.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use crate::error::Result;
 use crate::postgres::PgStore;
 use crate::settle_request::{Decided, SettleRequest, Status, approval_reason};
@@ -156,15 +159,21 @@ fn decide(store: &PgStore, id: i64, asked: Status, why: Option<&str>) -> Result<
     let b = before.clone();
     let deciding = "deciding a settlement request";
     let pool = &store.pool;
+    // How many runs sent the decision to the server: a second run finds the first's
+    // commit only if the first got as far as sending it.
+    let sent = Arc::new(AtomicU32::new(0));
+    let sends = Arc::clone(&sent);
     let (outcome, rerun) = pool.run_noting_rerun(deciding, pool.deadline(), move |c| {
         if !approve {
             let reject = c.prepared(POSTGRES_REJECT)?;
+            sends.fetch_add(1, Ordering::SeqCst);
             let said: String = c.client.query_one(&reject, &[&id, &why])?.try_get(0)?;
             return Ok((said != "rejected").then(|| Decided::NotPending(b.clone())));
         }
         let me: String = c.client.query_one("SELECT session_user::text", &[])?.get(0);
         let reason = approval_reason(&b, &me, why.as_deref());
         let approve = c.prepared(POSTGRES_APPROVE)?;
+        sends.fetch_add(1, Ordering::SeqCst);
         match c.client.query_one(&approve, &[&id, &why, &reason]) {
             Ok(r) if r.try_get::<_, String>(0)? == "approved" => Ok(None),
             Ok(_) => Ok(Some(Decided::NotPending(b.clone()))),
@@ -177,7 +186,8 @@ fn decide(store: &PgStore, id: i64, asked: Status, why: Option<&str>) -> Result<
     match outcome {
         Some(Decided::NotPending(_)) => {
             let now = store.request(id)?.unwrap_or(before);
-            if rerun && decided_by(&now, asked, &store.session_user()?) {
+            let first_sent = rerun && sent.load(Ordering::SeqCst) > 1;
+            if first_sent && decided_by(&now, asked, &store.session_user()?) {
                 // The first run's commit reached the server, its answer did not.
                 Ok(Decided::Done(now))
             } else {
@@ -191,10 +201,82 @@ fn decide(store: &PgStore, id: i64, asked: Status, why: Option<&str>) -> Result<
     }
 }
 
-/// Whether `r` is decided as `asked` by `me`: what a decision run a second time (its first
-/// run's answer lost with its connection) finds when the first run's commit went through.
-/// Only then is "not pending" read as done: without a second run, the request was decided
-/// before this decision began (by this person too, in another run: not this one's doing).
+/// Whether `r` is decided as `asked` by `me`: what a decision run a second time finds when
+/// the first run sent the decision, lost its connection before the answer came back, and
+/// its commit went through. Only then is "not pending" read as done: without a second run,
+/// or when the first broke before sending the decision, the request was decided before
+/// this decision began (by this person too, in another run: not this one's doing).
 fn decided_by(r: &SettleRequest, asked: Status, me: &str) -> bool {
     r.status == asked && r.checker.as_deref() == Some(me)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::State;
+
+    fn request(status: Status, checker: Option<&str>) -> SettleRequest {
+        SettleRequest {
+            id: 1,
+            guid: "G".into(),
+            seen_state: State::Unknown,
+            seen_attempts: 1,
+            outcome: "booked".into(),
+            to_state: State::Done,
+            rsp_code: "0000".into(),
+            response: Vec::new(),
+            evidence: String::new(),
+            forced: false,
+            min_age_secs: None,
+            reason: String::new(),
+            maker: "alice".into(),
+            made_at: String::new(),
+            expires_at: String::new(),
+            status,
+            checker: checker.map(str::to_string),
+            decided_at: None,
+            decision_reason: None,
+        }
+    }
+
+    #[test]
+    fn only_a_decision_as_asked_by_this_person_is_read_as_this_ones() {
+        let me = "bob";
+        assert!(decided_by(
+            &request(Status::Approved, Some(me)),
+            Status::Approved,
+            me
+        ));
+        assert!(decided_by(
+            &request(Status::Rejected, Some(me)),
+            Status::Rejected,
+            me
+        ));
+        // Someone else's decision, the other decision, or none (expired, still pending).
+        assert!(!decided_by(
+            &request(Status::Approved, Some("carol")),
+            Status::Approved,
+            me
+        ));
+        assert!(!decided_by(
+            &request(Status::Rejected, Some(me)),
+            Status::Approved,
+            me
+        ));
+        assert!(!decided_by(
+            &request(Status::Approved, Some(me)),
+            Status::Rejected,
+            me
+        ));
+        assert!(!decided_by(
+            &request(Status::Expired, None),
+            Status::Approved,
+            me
+        ));
+        assert!(!decided_by(
+            &request(Status::Pending, None),
+            Status::Rejected,
+            me
+        ));
+    }
 }
