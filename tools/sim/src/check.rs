@@ -3,7 +3,8 @@
 //! - every `0000` a channel got is what the ledger's row says, byte for byte, and every
 //!   channel that got `0000` for a GUID got the same bytes;
 //! - no `0000` for a GUID the core never booked, and no acknowledged row lost;
-//! - every GUID the core booked has a DONE row with its booking;
+//! - every GUID the core booked has a DONE row with its booking, or had one that purge
+//!   deleted (its history says so);
 //! - every row settled (DONE) once the run's end has resolved and reprocessed what was left.
 
 use std::collections::HashMap;
@@ -39,6 +40,22 @@ pub fn all_settled(store: &dyn Store) -> bool {
         .all_rows()
         .map(|rows| rows.iter().all(|r| r.state == State::Done))
         .unwrap_or(false)
+}
+
+/// Whether `guid`'s row was deleted by purge: its history's last row is a DONE row's
+/// deletion for the retention.
+fn purged(store: &dyn Store, guid: &str) -> bool {
+    store
+        .history(guid)
+        .unwrap_or_default()
+        .last()
+        .is_some_and(|h| {
+            h.from_state.as_deref() == Some("DONE")
+                && h.to_state.is_none()
+                && h.reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("retention"))
+        })
 }
 
 fn code(reply: &[u8]) -> &[u8] {
@@ -78,6 +95,7 @@ pub fn check(
             }
         }
         match rows.get(guid.as_str()) {
+            None if purged(store, guid) => {}
             None => v.violations.push(format!("{guid} booked but has no row")),
             Some(r) if r.state != State::Done || r.rsp_code.as_deref() != Some("0000") => {
                 v.violations.push(format!(
@@ -104,6 +122,7 @@ pub fn check(
         }
         match rows.get(a.guid.as_str()) {
             Some(r) if r.response.as_deref() == Some(&a.reply[..]) => {}
+            None if purged(store, &a.guid) => {}
             _ => v.violations.push(format!(
                 "{}: a channel got 0000 that the ledger does not say byte for byte",
                 a.guid

@@ -4,6 +4,7 @@
 //! at random yield points; then the end of the run settles what is left (every request on
 //! its way landed, resolve with `--stale-sent`, reprocess) and `check` judges it.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -41,6 +42,11 @@ pub struct Plan {
     /// Two operators settle GUIDs by hand alongside (`operator`: a request and its
     /// approval, as `inspect settle` and `approve`).
     pub operators: bool,
+    /// purge runs alongside with this retention (`purge --days`), while hours pass between
+    /// requests and channels send a GUID only within [`RESEND_HORIZON_MS`] of its first send
+    /// (`None`: no purge, no such hours, no horizon). A retention shorter than the horizon
+    /// (0 days) deletes rows whose GUIDs may still be sent: the negative control.
+    pub purge_days: Option<u64>,
 }
 
 impl Plan {
@@ -53,6 +59,7 @@ impl Plan {
             crash_one_in: 40,
             refuse_write_one_in: 0,
             operators: false,
+            purge_days: None,
         }
     }
 }
@@ -63,6 +70,11 @@ pub const MIN_AGE_SECS: u64 = (REACH_MS as u64).div_ceil(1000) + 1;
 
 /// `--stale-sent` at the end of a run (nothing is being sent then).
 const STALE_SENT_SECS: u64 = 60;
+
+/// With purge, a channel sends a GUID only within this of the GUID's first send (a bank's
+/// channels give up resending after some horizon; purge's retention must be longer, docs:
+/// operating.md). Half of purge's one day, less what a request can take on top.
+pub const RESEND_HORIZON_MS: i64 = 12 * HOUR_MS;
 
 /// A late call the relay would wait on: its answer to come, its attempt and request.
 type LateCall = (Box<dyn PendingAnswer>, i64, Vec<u8>);
@@ -149,6 +161,10 @@ struct World {
     answered: Arc<Mutex<Vec<Answered>>>,
     channels_done: Arc<AtomicUsize>,
     channels: usize,
+    /// With purge: when each GUID was first sent (the run's clock, ms), for the horizon.
+    first_sent: Option<Arc<Mutex<HashMap<String, i64>>>>,
+    /// Rows purge deleted.
+    purged: Arc<AtomicUsize>,
 }
 
 impl World {
@@ -176,6 +192,9 @@ impl World {
         for guid in guids {
             let msg = request(&guid);
             for _ in 0..=s.below(3) {
+                if !self.within_horizon(&guid) {
+                    break; // the channel gave up on it
+                }
                 let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     s.begin_request();
                     let (store, core) = (self.store.as_ref(), self.core.as_ref());
@@ -195,6 +214,38 @@ impl World {
                 // Between two requests the relay may die too: nothing is lost.
                 let _ = std::panic::catch_unwind(|| s.pause());
             }
+        }
+    }
+}
+
+impl World {
+    /// Whether a channel may still send `guid` now: always without purge; with it, within
+    /// [`RESEND_HORIZON_MS`] of its first send. Checked in the same turn as the request
+    /// begins, so that no hours pass in between (`time_passes`).
+    fn within_horizon(&self, guid: &str) -> bool {
+        let Some(first_sent) = &self.first_sent else {
+            return true;
+        };
+        let now = self.sched.clock().now_ms();
+        let mut first = first_sent.lock().unwrap_or_else(|e| e.into_inner());
+        now <= *first.entry(guid.to_string()).or_insert(now) + RESEND_HORIZON_MS
+    }
+
+    /// With purge: hours pass (1 to 24), only while no request to the relay is under way and
+    /// nothing is on its way to the core (a request takes moments, and the core's reach is
+    /// bounded: the protocol's timing assumption); or purge runs, as its timer does.
+    fn purge_or_time_passes(&self, days: u64) {
+        match self.sched.below(3) {
+            0 if self.sched.requests_in_progress() == 0 && self.core.in_flight() == 0 => {
+                let hours = 1 + self.sched.below(24) as i64;
+                self.sched.clock().advance(hours * HOUR_MS);
+            }
+            1 => {
+                if let Ok(sum) = batch::purge(self.store.as_ref(), days, None) {
+                    self.purged.fetch_add(sum.deleted, Ordering::SeqCst);
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -228,6 +279,8 @@ pub struct Outcome {
     pub answers: usize,
     /// Writes the ledger refused.
     pub refused: u64,
+    /// Rows purge deleted.
+    pub purged: usize,
 }
 
 const HOUR_MS: i64 = 3_600_000;
@@ -260,6 +313,8 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
         answered: Arc::default(),
         channels_done: Arc::default(),
         channels: plan.channels,
+        first_sent: plan.purge_days.map(|_| Arc::default()),
+        purged: Arc::default(),
     };
     let guids: Vec<String> = (0..plan.guids)
         .map(|i| format!("S{:x}-{i}", plan.seed))
@@ -302,6 +357,9 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
             }
         }));
     }
+    if let Some(days) = plan.purge_days {
+        actors.push(w.alongside(move |w| w.purge_or_time_passes(days)));
+    }
     let failed = sched.run(actors);
 
     // The end: nothing more on its way, then resolve and reprocess until all is settled.
@@ -310,6 +368,7 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
         core,
         events,
         answered,
+        purged,
         ..
     } = w;
     // An hour on, every request on its way has landed; each round after that an hour more
@@ -357,5 +416,6 @@ pub fn run(plan: Plan, dir: &std::path::Path) -> Outcome {
         steps,
         answers: answers.len(),
         refused,
+        purged: purged.load(Ordering::SeqCst),
     }
 }

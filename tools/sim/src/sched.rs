@@ -46,6 +46,8 @@ struct State {
     refuse_until_ms: i64,
     /// The relay's lives: a crash begins the next one.
     epoch: u64,
+    /// Requests to the relay begun and neither answered nor unwound by a crash.
+    requests: usize,
     pub crashes: u64,
     pub steps: u64,
     pub refused: u64,
@@ -75,6 +77,7 @@ impl Sched {
                 refuse_write_one_in,
                 refuse_until_ms: 0,
                 epoch: 0,
+                requests: 0,
                 crashes: 0,
                 steps: 0,
                 refused: 0,
@@ -165,12 +168,23 @@ impl Sched {
 
     /// The calling actor begins a request to the relay (until `end_request`).
     pub fn begin_request(&self) {
-        let epoch = self.epoch();
+        let epoch = {
+            let mut s = self.lock();
+            s.requests += 1;
+            s.epoch
+        };
         IN_REQUEST.with(|r| r.set(Some(epoch)));
     }
 
     pub fn end_request(&self) {
-        IN_REQUEST.with(|r| r.set(None));
+        if IN_REQUEST.with(|r| r.take()).is_some() {
+            self.lock().requests -= 1;
+        }
+    }
+
+    /// How many requests to the relay are under way (begun, neither answered nor unwound).
+    pub fn requests_in_progress(&self) -> usize {
+        self.lock().requests
     }
 
     /// A yield point of the actor running now (none outside an actor: the end of a run).
@@ -194,6 +208,7 @@ impl Sched {
                     s.crashes += 1;
                 }
                 if died || began < s.epoch {
+                    s.requests -= 1;
                     drop(s);
                     IN_REQUEST.with(|r| r.set(None));
                     std::panic::panic_any(Crash);

@@ -1,7 +1,8 @@
 //! The simulator in CI: thousands of seeds pass on the code as it is, and half as many again
-//! with the ledger refusing one write in eight; the same seeds with the protocol's timing
-//! assumption dropped find a double booking (the run can see one); one seed replays exactly.
-//! A longer run: `cargo run -p sim --release -- --seeds 100000`.
+//! with the ledger refusing one write in eight, with two operators, and with purge alongside;
+//! the same seeds with the protocol's timing assumption dropped, or with purge's retention
+//! inside the channels' resend horizon, find a double booking (the run can see one); one seed
+//! replays exactly. A longer run: `cargo run -p sim --release -- --seeds 100000`.
 
 use sim::{Plan, run};
 
@@ -79,6 +80,50 @@ fn with_two_operators_settling_by_hand_nothing_is_booked_twice_or_lost() {
             out.verdict.violations.join("\n")
         );
     }
+}
+
+/// purge runs alongside with a retention of one day while hours pass between requests, and
+/// the channels resend a GUID only within 12 hours of its first send: a row purge deletes is
+/// one no channel sends again, and nothing is booked twice or lost (the deletion is in the
+/// GUID's history).
+#[test]
+fn with_purge_alongside_nothing_is_booked_twice_or_lost() {
+    sim::quiet_crashes();
+    let dir = scratch();
+    let mut purged = 0;
+    for seed in 1..=SEEDS / 2 {
+        let mut plan = Plan::new(seed);
+        plan.purge_days = Some(1);
+        let out = run(plan, dir.path());
+        assert!(
+            out.verdict.passed(),
+            "seed {seed} (replay: cargo run -p sim -- --seed {seed} --purge 1):\n{}",
+            out.verdict.violations.join("\n")
+        );
+        purged += out.purged;
+    }
+    // The runs did what they are for: rows were purged while GUIDs were being sent.
+    assert!(purged > SEEDS as usize / 20, "{purged} rows purged");
+}
+
+/// The negative control of purge's retention: `--days 0` deletes rows whose GUIDs channels
+/// may still send (inside their horizon); the next send claims the GUID anew and books it a
+/// second time, and the run says so.
+#[test]
+fn purge_inside_the_resend_horizon_books_a_guid_twice() {
+    sim::quiet_crashes();
+    let dir = scratch();
+    let failing = (1..=SEEDS).find_map(|seed| {
+        let mut plan = Plan::new(seed);
+        plan.purge_days = Some(0);
+        let out = run(plan, dir.path());
+        (!out.verdict.passed()).then_some((seed, out.verdict.violations))
+    });
+    let (seed, violations) = failing.expect("some seed books a GUID twice");
+    assert!(
+        violations.iter().any(|v| v.contains("booked 2 times")),
+        "seed {seed}: {violations:?}"
+    );
 }
 
 /// The negative control: resolve with `--min-age 0` believes a 404 while a request of the
