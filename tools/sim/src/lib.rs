@@ -1,9 +1,10 @@
 //! A deterministic simulator of the relay's decisions (issue 41): `engine` with the real SQL
 //! on SQLite (`hold`), a scripted core (`core`), and a seeded scheduler (`sched`) that
 //! interleaves channels' sends and resends, request crashes, late answers, requests still on
-//! their way, resolve and reprocess at every ledger access and core step (`run`), on a clock
-//! of the run's own that the ledger's SQL reads (`clock`); `check` judges each run against
-//! the core's journal. One seed is one run, replayed exactly.
+//! their way, resolve and reprocess, and, when asked, two operators settling by hand
+//! (`operator`) and purge with hours passing, at every ledger access and core step (`run`),
+//! on a clock of the run's own that the ledger's SQL reads (`clock`); `check` judges each run
+//! against the core's journal. One seed is one run, replayed exactly.
 
 pub mod check;
 pub mod clock;
