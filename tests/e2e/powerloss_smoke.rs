@@ -34,12 +34,24 @@ fn powerloss(args: &[&str]) -> Run {
     Run::command(cmd, LIMIT)
 }
 
+/// The sweep's 240 cuts (seed 43) in two processes side by side (`--part`: each round with the
+/// crash point, mode and seed it has in the whole run), so that the sweep is not the
+/// longest test of the binary; each half checked as the whole was, at half the counts.
 #[test]
-fn a_power_loss_sweep_finds_no_violation() {
+fn a_power_loss_sweep_finds_no_violation_first_half() {
+    power_loss_sweep_part("0/2");
+}
+
+#[test]
+fn a_power_loss_sweep_finds_no_violation_second_half() {
+    power_loss_sweep_part("1/2");
+}
+
+fn power_loss_sweep_part(part: &str) {
     if !fuse_here() {
         return;
     }
-    let run = powerloss(&["--rounds", "240", "--seed", "43"]);
+    let run = powerloss(&["--rounds", "240", "--seed", "43", "--part", part]);
     let out = run.stdout();
     let report = format!("stdout:\n{out}\nstderr:\n{}", run.stderr());
     run.expect_code(EXIT_SETTLED);
@@ -49,7 +61,7 @@ fn a_power_loss_sweep_finds_no_violation() {
     );
     let summary = out
         .lines()
-        .find(|l| l.starts_with("powerloss: 240 rounds in "))
+        .find(|l| l.starts_with("powerloss: 120 rounds in "))
         .unwrap_or_else(|| panic!("no summary\n{report}"));
     // The cuts really cut: the relay was up at most of them, unsynced blocks and directory
     // operations were dropped, writes were torn, and backups taken before a cut restored.
@@ -63,10 +75,10 @@ fn a_power_loss_sweep_finds_no_violation() {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{label}: {summary}"))
     };
-    assert!(number(" cuts)") >= 200, "{summary}");
-    assert!(number(" crash points") >= 200, "{summary}");
-    assert!(number(" requests") >= 5_000, "{summary}");
-    assert!(number(" backups taken before a cut") >= 20, "{summary}");
+    assert!(number(" cuts)") >= 100, "{summary}");
+    assert!(number(" crash points") >= 100, "{summary}");
+    assert!(number(" requests") >= 2_500, "{summary}");
+    assert!(number(" backups taken before a cut") >= 10, "{summary}");
     assert!(number(" of ") > 0, "blocks dropped: {summary}");
     assert!(number(" torn bytes") > 0, "{summary}");
 }

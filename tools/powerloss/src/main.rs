@@ -35,6 +35,11 @@ struct Args {
     /// Rounds (power cuts); half swept over the crash points, half drawn from the seed.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     rounds: u64,
+    /// Run only part I of N of the rounds (those whose number is I modulo N), each with the
+    /// crash point, mode and seed it has in the whole run: N processes with parts 0/N to
+    /// N-1/N make the same cuts as one, side by side.
+    #[arg(long, default_value = "0/1", value_parser = parse_part, value_name = "I/N")]
+    part: (u64, u64),
     /// Seed of the crash points, the drops and the channels (default: from the clock;
     /// always printed).
     #[arg(long)]
@@ -61,6 +66,21 @@ struct Args {
     /// (The run's own helper process: checkpoint this ledger until an error or a kill.)
     #[arg(long, hide = true, value_name = "LEDGER")]
     checkpoint_loop: Option<PathBuf>,
+}
+
+/// `I/N`, with I below N.
+fn parse_part(s: &str) -> Result<(u64, u64), String> {
+    let (i, n) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?} is not I/N"))?;
+    let (i, n) = (
+        i.parse::<u64>().map_err(|e| format!("{i:?}: {e}"))?,
+        n.parse::<u64>().map_err(|e| format!("{n:?}: {e}"))?,
+    );
+    if n == 0 || i >= n {
+        return Err(format!("{s:?}: I must be below N, and N above 0"));
+    }
+    Ok((i, n))
 }
 
 fn main() -> ExitCode {
@@ -121,10 +141,16 @@ fn run(a: &Args) -> anyhow::Result<u8> {
         round_time: Duration::from_millis(a.round_ms),
         unsafe_normal: a.unsafe_synchronous_normal,
     };
+    let (part, parts) = a.part;
     println!(
-        "powerloss: seed {seed} (replay: --seed {seed}), {} rounds, crash points 1..={}, {} \
+        "powerloss: seed {seed} (replay: --seed {seed}), {} rounds{}, crash points 1..={}, {} \
          channels, work dir {}{}",
         a.rounds,
+        if parts > 1 {
+            format!(" (part {part}/{parts}: those {part} modulo {parts})")
+        } else {
+            String::new()
+        },
         a.span,
         a.channels,
         dir.display(),
@@ -139,7 +165,7 @@ fn run(a: &Args) -> anyhow::Result<u8> {
     let started = Instant::now();
     let (mut sent, mut caught) = (0, None);
     let (mut dropped, mut points) = (mount::Dropped::default(), std::collections::BTreeSet::new());
-    let (mut relay_up, mut backups, mut checkpoints) = (0, 0, 0);
+    let (mut relay_up, mut backups, mut checkpoints, mut ran) = (0, 0, 0, 0);
     for r in 0..a.rounds {
         // The first half sweeps the crash points in order, the second draws them.
         let k = if r < half {
@@ -148,8 +174,14 @@ fn run(a: &Args) -> anyhow::Result<u8> {
             rng.u64(1..=a.span)
         };
         let mode = [Mode::All, Mode::Subset, Mode::Torn][(r % 3) as usize];
+        let round_seed = rng.u64(..);
+        // Drawn for every round, run for this part's: each round as in the whole run.
+        if r % parts != part {
+            continue;
+        }
+        ran += 1;
         let _ = Command::new("umount").arg("-l").arg(&mount).output();
-        let report = ctx.round(r, k, mode, rng.u64(..))?;
+        let report = ctx.round(r, k, mode, round_seed)?;
         sent += report.sent;
         dropped.add(&report.dropped);
         points.insert(k);
@@ -192,7 +224,7 @@ fn run(a: &Args) -> anyhow::Result<u8> {
         "powerloss: {} rounds in {:.0} s ({} crash points, the relay up at {relay_up} cuts), \
          {sent} requests, {guids} GUIDs, {booked} booked, {backups} backups taken before a cut \
          restored, {checkpoints} rounds checkpointing; {dropped}",
-        caught.map_or(a.rounds, |r| r + 1),
+        ran,
         started.elapsed().as_secs_f64(),
         points.len()
     );
