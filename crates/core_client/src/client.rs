@@ -2,7 +2,6 @@
 //! that marks failures before any byte was sent (`pre_send`); the POST of a transfer and the
 //! inquiry about one.
 
-use std::fmt;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -29,16 +28,9 @@ const MAX_IDLE_AGE: Duration = Duration::from_secs(2);
 const MAX_BODY: u64 = 64 * 1024;
 
 /// The core's URL, or its TLS settings, were not usable: one line for the operator.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct BadCoreUrl(pub String);
-
-impl fmt::Display for BadCoreUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadCoreUrl {}
 
 /// The body of a POST, in the contract's field order.
 #[derive(Serialize)]

@@ -11,7 +11,6 @@
 //! named, and nothing is reported.
 
 use std::borrow::Cow;
-use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::ops::Range;
@@ -58,23 +57,17 @@ pub struct Journal {
 }
 
 /// Why the journal cannot be used: the file, and the line when it is one line's fault.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "journal {}{}: {why}",
+    .file.display(),
+    .line.map_or(String::new(), |n| format!(" line {n}"))
+)]
 pub struct JournalError {
     pub file: PathBuf,
     pub line: Option<u64>,
     pub why: String,
 }
-
-impl fmt::Display for JournalError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(n) => write!(f, "journal {} line {n}: {}", self.file.display(), self.why),
-            None => write!(f, "journal {}: {}", self.file.display(), self.why),
-        }
-    }
-}
-
-impl std::error::Error for JournalError {}
 
 /// A line that makes the journal bad: the index of its file, its line (0 for the file as a
 /// whole), and why. Ordered by where it is, so that the earliest is the one named.

@@ -2,8 +2,6 @@
 //! `booked_at`; without `--to`, one second after its latest; a bound given alone replaces
 //! only its own default. An empty journal needs both bounds; `from ≥ to` is refused.
 
-use std::fmt;
-
 use crate::time::{Secs, format_rfc3339};
 
 /// `[from, to)`, in seconds.
@@ -14,31 +12,19 @@ pub struct Window {
 }
 
 /// Why there is no window (a usage error).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WindowError {
     /// The journal has no booking and a bound was not given.
+    #[error("the journal holds no booking: give both --from and --to")]
     EmptyJournal,
     /// `from ≥ to`.
+    #[error(
+        "the window is empty: from {} is not before to {}",
+        format_rfc3339(*.from),
+        format_rfc3339(*.to)
+    )]
     Empty { from: Secs, to: Secs },
 }
-
-impl fmt::Display for WindowError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WindowError::EmptyJournal => {
-                f.write_str("the journal holds no booking: give both --from and --to")
-            }
-            WindowError::Empty { from, to } => write!(
-                f,
-                "the window is empty: from {} is not before to {}",
-                format_rfc3339(*from),
-                format_rfc3339(*to)
-            ),
-        }
-    }
-}
-
-impl std::error::Error for WindowError {}
 
 impl Window {
     /// The window from the bounds given and the journal's span (earliest, latest).

@@ -5,8 +5,6 @@
 //! 200). A wrong `--core` path or another environment's core answers 404 for everything and
 //! would otherwise turn booked transfers FAILED, which reprocess then books again.
 
-use std::fmt;
-
 use crate::core::{Core, Inquiry};
 use ledger::error::LedgerError;
 use ledger::store::Inquiries;
@@ -32,7 +30,8 @@ pub enum Canary {
 /// The canary inquiry did not answer 200. `not_found`: the core (or whatever answers at this
 /// URL) says it never booked a transfer the ledger says it booked, so its 404s prove nothing;
 /// otherwise the inquiry failed (core down, a proxy's page).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", CanaryFailure::text(.guid, .why, *.not_found))]
 pub struct CanaryFailure {
     pub guid: String,
     pub why: String,
@@ -41,31 +40,18 @@ pub struct CanaryFailure {
 
 impl CanaryFailure {
     /// The failure in words, for whoever reports it (who adds what it did not change).
-    pub fn describe(
-        f: &mut fmt::Formatter<'_>,
-        guid: &str,
-        why: &str,
-        not_found: bool,
-    ) -> fmt::Result {
+    pub fn text(guid: &str, why: &str, not_found: bool) -> String {
         if not_found {
-            write!(
-                f,
+            format!(
                 "canary inquiry: GUID {guid} is booked (DONE/0000 in the ledger) but {why}; \
                  --core does not look like the core that booked it (path, environment?)"
             )
         } else {
-            write!(
-                f,
+            format!(
                 "canary inquiry about booked GUID {guid} failed ({why}): the core cannot be \
                  trusted to answer inquiries right now"
             )
         }
-    }
-}
-
-impl fmt::Display for CanaryFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        CanaryFailure::describe(f, &self.guid, &self.why, self.not_found)
     }
 }
 

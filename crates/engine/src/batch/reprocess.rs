@@ -1,7 +1,6 @@
 //! `reprocess`: resends only what the ledger proves was never sent, with the same GUID. While
 //! the ledger is recovering (contract §11) it asks the core before each re-claim first.
 
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use log::{info, warn};
@@ -48,30 +47,15 @@ pub struct ReprocessSummary {
 }
 
 /// Why `reprocess` stopped before claiming any row.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ReprocessError {
-    Ledger(LedgerError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
     /// The canary inquiry about the ledger's newest booking answered 404: this `--core` is
     /// not the core that booked it (a wrong path, another environment), and resending there
     /// would book where nobody looks.
+    #[error("{0}; no row claimed")]
     WrongCore(CanaryFailure),
-}
-
-impl fmt::Display for ReprocessError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReprocessError::Ledger(e) => e.fmt(f),
-            ReprocessError::WrongCore(c) => write!(f, "{c}; no row claimed"),
-        }
-    }
-}
-
-impl std::error::Error for ReprocessError {}
-
-impl From<LedgerError> for ReprocessError {
-    fn from(e: LedgerError) -> Self {
-        ReprocessError::Ledger(e)
-    }
 }
 
 /// Whether the core answers, asked before any row is claimed so that an outage spends no

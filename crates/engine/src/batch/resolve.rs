@@ -1,8 +1,6 @@
 //! `resolve`: settles what is in doubt (UNKNOWN, and with `--stale-sent` orphaned SENT rows)
 //! by asking the core. Never POSTs.
 
-use std::fmt;
-
 use log::{info, warn};
 use serde::Serialize;
 
@@ -107,41 +105,19 @@ pub fn resolve_candidates(
 }
 
 /// Why `resolve` stopped before changing any row.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
-    Ledger(LedgerError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
     /// The canary inquiry did not answer 200. `not_found`: the core (or whatever answers at
     /// this `--core` URL) says it never booked a transfer the ledger says it booked, so its
     /// 404s prove nothing; otherwise the inquiry failed (core down, a proxy's page).
+    #[error("{}; no row changed", CanaryFailure::text(.guid, .why, *.not_found))]
     Canary {
         guid: String,
         why: String,
         not_found: bool,
     },
-}
-
-impl fmt::Display for ResolveError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ResolveError::Ledger(e) => e.fmt(f),
-            ResolveError::Canary {
-                guid,
-                why,
-                not_found,
-            } => {
-                CanaryFailure::describe(f, guid, why, *not_found)?;
-                f.write_str("; no row changed")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ResolveError {}
-
-impl From<LedgerError> for ResolveError {
-    fn from(e: LedgerError) -> Self {
-        ResolveError::Ledger(e)
-    }
 }
 
 /// Settles UNKNOWN (and, with `stale_sent`, orphaned SENT) rows by inquiry. Never POSTs.
