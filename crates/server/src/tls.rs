@@ -6,7 +6,6 @@
 //! file readable and PEM, the key fitting the certificate, every CA usable as a trust
 //! anchor — so that a bad file is one line naming it before `listening on`.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,37 +33,27 @@ pub struct ListenerTls {
 }
 
 /// A file that cannot be used: one line for the operator.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TlsError {
     /// `flag`'s file `path` is missing, unreadable, not PEM or not usable.
+    #[error("{flag} {}: {why}", .path.display())]
     File {
         flag: &'static str,
         path: PathBuf,
         why: String,
     },
     /// The key does not belong to the certificate.
+    #[error(
+        "--tls-key {} does not match the certificate --tls-cert {} (its public key is \
+         another's)",
+        .key.display(),
+        .cert.display()
+    )]
     Mismatch { cert: PathBuf, key: PathBuf },
     /// A configuration rustls refuses for another reason.
+    #[error("TLS: {0}")]
     Config(String),
 }
-
-impl fmt::Display for TlsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TlsError::File { flag, path, why } => write!(f, "{flag} {}: {why}", path.display()),
-            TlsError::Mismatch { cert, key } => write!(
-                f,
-                "--tls-key {} does not match the certificate --tls-cert {} (its public key is \
-                 another's)",
-                key.display(),
-                cert.display()
-            ),
-            TlsError::Config(why) => write!(f, "TLS: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for TlsError {}
 
 /// A configuration as loaded: what new handshakes use, and when the leaf expires.
 pub(crate) struct Loaded {

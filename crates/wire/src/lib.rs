@@ -4,7 +4,6 @@
 //! to answer itself with `E900` while echoing what the request had at the tx_code and guid
 //! offsets, so that the channel can match the answer to its request.
 
-use std::fmt;
 use std::io::{self, Read};
 
 pub const PREFIX_LEN: usize = 4;
@@ -115,7 +114,8 @@ pub enum Rule {
 }
 
 /// A complete frame whose content breaks a rule: answered with `E900`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed request: {}", .rule.describe())]
 pub struct Malformed {
     pub rule: Rule,
     tx_code: [u8; 4],
@@ -140,14 +140,6 @@ impl Rule {
         }
     }
 }
-
-impl fmt::Display for Malformed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "malformed request: {}", self.rule.describe())
-    }
-}
-
-impl std::error::Error for Malformed {}
 
 impl Malformed {
     fn new(rule: Rule, msg: &[u8]) -> Malformed {
@@ -261,16 +253,9 @@ pub fn parse_request(msg: &[u8]) -> Result<Transfer, Malformed> {
 }
 
 /// Why a request could not be encoded (for the channel client).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct EncodeError(pub String);
-
-impl fmt::Display for EncodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for EncodeError {}
 
 /// Builds a request message from its fields, refusing what the relay would answer E900.
 pub fn encode_request(t: &Transfer) -> Result<Vec<u8>, EncodeError> {
@@ -322,16 +307,9 @@ pub fn reply_to(request: &[u8], code: &Code, body: Option<&[u8; BOOKING_BODY_LEN
 }
 
 /// Why a core booking cannot be written into the fixed-width reply body.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct BodyError(pub String);
-
-impl fmt::Display for BodyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BodyError {}
 
 /// The 45-byte reply body for a booking: core_ref (18, space-padded), amount (13,
 /// zero-padded), booked_at as `YYYYMMDDhhmmss` in UTC. `booked_at` is RFC 3339.
