@@ -21,6 +21,12 @@ use crate::tools::{Tally, Tool};
 
 /// Resolve + reprocess rounds before leftovers count as violations.
 const SETTLE_ROUNDS: usize = 30;
+/// Rounds in a row that leave every unsettled row exactly as it was (state, attempts, reply,
+/// `updated_at`) before the settling gives up early: no later round would move them either
+/// (the core is up, no relay runs, every inquiry is made due each round), and the leftovers
+/// are the violations they would be after all the rounds. (A negative control's lost rows
+/// waited out all 30 rounds, ~55 s.)
+const STUCK_ROUNDS: usize = 5;
 /// reprocess's read timeout while settling (SLOW rows come back UNKNOWN at once).
 const SETTLE_READ_MS: u64 = 30;
 /// How long a relay may take to stop after SIGTERM beyond its late-reply window: requests
@@ -228,6 +234,8 @@ impl Run<'_> {
             log: self.work.log(name),
         });
         let bench = self.bench();
+        let mut last: Vec<Row> = Vec::new();
+        let mut unmoved = 0;
         for round in 1..=SETTLE_ROUNDS {
             self.check_interrupted()?;
             rounds = round;
@@ -240,11 +248,24 @@ impl Run<'_> {
             for tool in &tools {
                 tool.run_logged(&bench, &mut settle, self.interrupted);
             }
-            let rows = self.ledger.all_rows()?;
-            leftovers = rows.iter().filter(|r| unsettled(r)).count();
+            let rows: Vec<Row> = self
+                .ledger
+                .all_rows()?
+                .into_iter()
+                .filter(unsettled)
+                .collect();
+            leftovers = rows.len();
             if leftovers == 0 {
                 break;
             }
+            unmoved = if rows == last { unmoved + 1 } else { 0 };
+            if unmoved == STUCK_ROUNDS {
+                println!(
+                    "chaos: {leftovers} rows unsettled, and {STUCK_ROUNDS} rounds moved none of them; settling stops"
+                );
+                break;
+            }
+            last = rows;
             thread::sleep(Duration::from_millis(SLOW_MS + 500));
         }
         Ok((settle, rounds, leftovers))
