@@ -297,7 +297,7 @@ fn lock_target(to: &Path) -> Result<Option<LedgerLock>> {
 
 /// A read-only connection to the ledger, refused if it has no `tx` table.
 fn open_ledger(ledger: &Path) -> Result<Connection> {
-    let sql = |what| move |source| BackupError::Sql { what, source };
+    let sql = |what| move |cause| BackupError::Sql { what, cause };
     let conn = Connection::open_with_flags(
         ledger,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -321,7 +321,7 @@ fn open_ledger(ledger: &Path) -> Result<Connection> {
 /// The copy's size at most: the ledger's pages (its -wal's included, as SQLite reads them),
 /// which `VACUUM INTO` copies without the free ones.
 fn estimate(conn: &Connection) -> Result<u64> {
-    let sql = |what| move |source| BackupError::Sql { what, source };
+    let sql = |what| move |cause| BackupError::Sql { what, cause };
     let pages: i64 = conn
         .query_row("PRAGMA page_count", [], |r| r.get(0))
         .map_err(sql("read the ledger's size"))?;
@@ -343,9 +343,9 @@ fn snapshot(conn: &Connection, temp: &Path) -> Result<String> {
     })?;
     let snapshot_at = crate::recovery::utc_second(time::OffsetDateTime::now_utc());
     conn.execute("VACUUM INTO ?1", [into])
-        .map_err(|source| BackupError::Sql {
+        .map_err(|cause| BackupError::Sql {
             what: "copy the ledger (VACUUM INTO)",
-            source,
+            cause,
         })?;
     Ok(snapshot_at)
 }
@@ -354,7 +354,7 @@ fn snapshot(conn: &Connection, temp: &Path) -> Result<String> {
 /// own: `integrity_check` ok, a rollback journal (no -wal to carry along: a copy left in WAL
 /// mode is switched to DELETE), and its rows by state.
 fn check(copy: &Path, snapshot_at: &str) -> Result<BTreeMap<String, u64>> {
-    let sql = |what| move |source| BackupError::Sql { what, source };
+    let sql = |what| move |cause| BackupError::Sql { what, cause };
     let conn = Connection::open_with_flags(
         copy,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,

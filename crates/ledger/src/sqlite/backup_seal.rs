@@ -79,7 +79,7 @@ pub(crate) fn refuse_if_backup(conn: &Connection, path: &Path) -> Result<(), Led
         }),
         Err(source) => Err(LedgerError::Open {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         }),
     }
 }

@@ -57,7 +57,7 @@ pub const LATEST: i64 = STEPS.len() as i64;
 pub(super) fn migrate(conn: &Connection, path: &Path) -> Result<()> {
     let open_err = |source| LedgerError::Open {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     };
     if refuse_newer(conn, path)? >= LATEST {
         return Ok(());
@@ -156,7 +156,7 @@ pub(super) fn refuse_newer(conn: &Connection, path: &Path) -> Result<i64> {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(|source| LedgerError::Open {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
     if version > LATEST {
         return Err(LedgerError::NewerSchema {

@@ -90,13 +90,13 @@ impl Ledger {
         )
         .map_err(|source| LedgerError::Open {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         moved::refuse_if_moved(&conn, path)?;
         migrations::refuse_newer(&conn, path)?;
         migrations::show_missing_columns(&conn).map_err(|source| LedgerError::Open {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         Ok(Ledger {
             conn,
@@ -124,7 +124,7 @@ impl Ledger {
     fn open_unexplained(path: &Path) -> Result<Ledger> {
         let open_err = |source| LedgerError::Open {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         };
         check_path(path)?;
         // Before SQLite touches the file: refused while a backup or restore replaces it, or

@@ -30,7 +30,7 @@ const HAS_MARK: &str =
 pub(crate) fn refuse_if_moved(conn: &Connection, path: &Path) -> Result<(), LedgerError> {
     let open_err = |source| LedgerError::Open {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     };
     let marked: i64 = conn
         .query_row(HAS_MARK, [], |r| r.get(0))

@@ -22,7 +22,6 @@ mod files;
 mod tests;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -84,116 +83,91 @@ impl Restored {
 
 /// Why a restore was refused or failed. The ledger at `db` is as it was in every case (a
 /// temporary file beside it is removed).
-#[derive(Debug)]
+///
+/// The tool prints it with anyhow's `{:#}` (`cli::exit_code`): the message, then each
+/// `source()` after ": ". The ledger's and the system's errors are the `source()` of
+/// `Ledger` and `Io`, not in their message; SQLite's error is in `Sql`'s message instead,
+/// because rusqlite's error returns SQLite's code as its own `source()`, a second wording of
+/// the same cause. A `LockError` says its cause itself and is no `source()` here either.
+#[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
     /// `--db` or `--from` is an SQLite URI, not a path.
+    #[error("{0} is an SQLite URI; give a file's path")]
     NotAPath(String),
     /// `--db` cannot name a ledger file (a directory, a missing folder, …).
+    #[error(transparent)]
     BadDb(LedgerError),
     /// The ledger's lock was not had: something uses it (or it has two names, …).
+    #[error("{0}; nothing restored")]
     Lock(LockError),
     /// The backup is not there, or is not a file.
+    #[error("no backup file at {}", .0.display())]
     NoBackup(PathBuf),
     /// The backup is the ledger itself.
+    #[error("{} is the ledger itself; restore from a backup file", .0.display())]
     SameFile(PathBuf),
     /// The backup cannot be read as an SQLite file, or fails its integrity check.
+    #[error(
+        "backup {} fails SQLite's integrity check ({why}); nothing restored",
+        .path.display()
+    )]
     Corrupt { path: PathBuf, why: String },
     /// The backup has no `tx` table.
+    #[error("backup {} is not a ledger (no tx table)", .0.display())]
     NotALedger(PathBuf),
     /// The backup's schema is newer than this build knows.
+    #[error(
+        "backup {}: its schema is version {found}, newer than this build knows \
+         ({SCHEMA_VERSION}); restore it with the tools of the version that wrote it",
+        .path.display()
+    )]
     NewerSchema { path: PathBuf, found: i64 },
     /// The backup records no snapshot instant, and none was given.
+    #[error(
+        "backup {} records no snapshot time (not written by backup); give --since RFC3339, \
+         an instant no later than the copy was taken",
+        .0.display()
+    )]
     NoSnapshot(PathBuf),
     /// `since` is not RFC 3339 with an offset.
+    #[error("--since {0:?} is not an instant in RFC 3339 with an offset")]
     BadSince(String),
     /// Two bookings with the same GUID and core_ref that differ otherwise.
+    #[error("{0}; nothing restored")]
     Journal(String),
     /// The name the old ledger would be kept under is taken.
+    #[error(
+        "{} exists already (a restore in the same second?); nothing restored",
+        .0.display()
+    )]
     Exists(PathBuf),
     /// The old ledger's WAL could not be folded into it.
+    #[error(
+        "cannot fold the WAL of the ledger {} into it ({why}); nothing restored",
+        .path.display()
+    )]
     OldWal { path: PathBuf, why: String },
     /// A step on the new ledger failed.
+    #[error("cannot {what}")]
     Ledger {
         what: &'static str,
         source: LedgerError,
     },
     /// A statement on the backup or the old ledger failed.
+    #[error("cannot {what} {}: {cause}", .path.display())]
     Sql {
         what: &'static str,
         path: PathBuf,
-        source: rusqlite::Error,
+        cause: rusqlite::Error,
     },
     /// A file operation failed.
+    #[error("cannot {what} {}", .path.display())]
     Io {
         what: &'static str,
         path: PathBuf,
         source: io::Error,
     },
 }
-
-impl fmt::Display for RestoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RestoreError::NotAPath(s) => write!(f, "{s} is an SQLite URI; give a file's path"),
-            RestoreError::BadDb(e) => e.fmt(f),
-            RestoreError::Lock(e) => write!(f, "{e}; nothing restored"),
-            RestoreError::NoBackup(p) => write!(f, "no backup file at {}", p.display()),
-            RestoreError::SameFile(p) => write!(
-                f,
-                "{} is the ledger itself; restore from a backup file",
-                p.display()
-            ),
-            RestoreError::Corrupt { path, why } => write!(
-                f,
-                "backup {} fails SQLite's integrity check ({why}); nothing restored",
-                path.display()
-            ),
-            RestoreError::NotALedger(p) => {
-                write!(f, "backup {} is not a ledger (no tx table)", p.display())
-            }
-            RestoreError::NewerSchema { path, found } => write!(
-                f,
-                "backup {}: its schema is version {found}, newer than this build knows \
-                 ({SCHEMA_VERSION}); restore it with the tools of the version that wrote it",
-                path.display()
-            ),
-            RestoreError::NoSnapshot(p) => write!(
-                f,
-                "backup {} records no snapshot time (not written by backup); give --since \
-                 RFC3339, an instant no later than the copy was taken",
-                p.display()
-            ),
-            RestoreError::BadSince(s) => write!(
-                f,
-                "--since {s:?} is not an instant in RFC 3339 with an offset"
-            ),
-            RestoreError::Journal(why) => write!(f, "{why}; nothing restored"),
-            RestoreError::Exists(p) => write!(
-                f,
-                "{} exists already (a restore in the same second?); nothing restored",
-                p.display()
-            ),
-            RestoreError::OldWal { path, why } => write!(
-                f,
-                "cannot fold the WAL of the ledger {} into it ({why}); nothing restored",
-                path.display()
-            ),
-            RestoreError::Ledger { what, source } => write!(f, "cannot {what}: {source}"),
-            RestoreError::Sql { what, path, source } => {
-                write!(f, "cannot {what} {}: {source}", path.display())
-            }
-            RestoreError::Io { what, path, source } => {
-                write!(f, "cannot {what} {}: {source}", path.display())
-            }
-        }
-    }
-}
-
-/// Written by hand, not derived with `thiserror`, which would make the fields named `source`
-/// (`Ledger`, `Sql` and `Io`) the error's `source()`: the message says the cause already, and
-/// the tool prints this error with anyhow's `{:#}` (`cli::exit_code`), which would say it
-/// a second time. So no `source()`, as for `LedgerError`.
-impl std::error::Error for RestoreError {}
 
 type Result<T> = std::result::Result<T, RestoreError>;
 
@@ -411,5 +385,5 @@ impl Checked {
 /// Maps an SQLite error on `path` while doing `what`.
 fn sql(what: &'static str, path: &Path) -> impl FnOnce(rusqlite::Error) -> RestoreError {
     let path = path.to_path_buf();
-    move |source| RestoreError::Sql { what, path, source }
+    move |cause| RestoreError::Sql { what, path, cause }
 }

@@ -36,10 +36,16 @@ pub(super) struct Verdict {
 
 impl Run<'_> {
     pub(super) fn check(&mut self, q: &Quiesced) -> anyhow::Result<Verdict> {
+        let settled = match q.leftovers {
+            0 => format!("settled after {} rounds", q.settle_rounds),
+            n => format!(
+                "settling ended after {} rounds, {n} rows unsettled",
+                q.settle_rounds
+            ),
+        };
         println!(
-            "chaos: {:.1} s: settled after {} rounds; checking",
-            self.start.elapsed().as_secs_f64(),
-            q.settle_rounds
+            "chaos: {:.1} s: {settled}; checking",
+            self.start.elapsed().as_secs_f64()
         );
         let rows = self.ledger.all_rows()?;
         let core = CoreHttp::new(&self.core_url(), CORE_TIMEOUT);

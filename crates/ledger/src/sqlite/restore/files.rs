@@ -93,10 +93,10 @@ pub(super) fn before_restore(file: &Path, stamp: &str) -> PathBuf {
 /// ledger's.
 pub(super) fn fold_wal(file: &Path) -> Result<()> {
     let sql = |what| {
-        move |source| RestoreError::Sql {
+        move |cause| RestoreError::Sql {
             what,
             path: file.to_path_buf(),
-            source,
+            cause,
         }
     };
     {
