@@ -111,16 +111,10 @@ mod tests {
     use crate::error::LedgerError;
     use crate::sqlite::restore::RestoreError;
 
-    /// The line a tool prints: the message and each `source()` after ": ", as anyhow's
-    /// `{:#}` does (`cli::exit_code`).
-    fn one_line(e: &dyn Error) -> String {
-        let mut line = e.to_string();
-        let mut cause = e.source();
-        while let Some(c) = cause {
-            line += &format!(": {c}");
-            cause = c.source();
-        }
-        line
+    /// The line a tool prints: anyhow's `{:#}` (`cli::exit_code`), the message and each
+    /// `source()` after ": ".
+    fn one_line(e: impl Error + Send + Sync + 'static) -> String {
+        format!("{:#}", anyhow::Error::new(e))
     }
 
     fn denied() -> io::Error {
@@ -136,7 +130,7 @@ mod tests {
         };
         assert_eq!(e.to_string(), "cannot create /b/x.db");
         assert_eq!(
-            one_line(&e),
+            one_line(e),
             "cannot create /b/x.db: Permission denied (os error 13)"
         );
         let e = RestoreError::Io {
@@ -145,7 +139,7 @@ mod tests {
             source: denied(),
         };
         assert_eq!(
-            one_line(&e),
+            one_line(e),
             "cannot rename /l/ledger.db: Permission denied (os error 13)"
         );
         let e = RestoreError::Ledger {
@@ -153,7 +147,7 @@ mod tests {
             source: LedgerError::Writer("disk full".into()),
         };
         assert_eq!(
-            one_line(&e),
+            one_line(e),
             "cannot open the restored ledger: ledger write failed: disk full"
         );
     }
@@ -171,7 +165,7 @@ mod tests {
         };
         assert!(e.source().is_none());
         assert_eq!(
-            one_line(&e),
+            one_line(e),
             format!("copy the ledger (VACUUM INTO): {said}")
         );
     }
@@ -185,17 +179,12 @@ mod tests {
         };
         let said = lock().to_string();
         assert_eq!(said.matches("os error 13").count(), 1, "{said}");
-        for e in [
-            &BackupError::TargetLock(lock()) as &dyn Error,
-            &RestoreError::Lock(lock()),
-            &LedgerError::Lock(Box::new(lock())),
+        for line in [
+            one_line(BackupError::TargetLock(lock())),
+            one_line(RestoreError::Lock(lock())),
+            one_line(LedgerError::Lock(Box::new(lock()))),
         ] {
-            assert_eq!(
-                one_line(e).matches("os error 13").count(),
-                1,
-                "{}",
-                one_line(e)
-            );
+            assert_eq!(line.matches("os error 13").count(), 1, "{line}");
         }
     }
 }
