@@ -10,8 +10,8 @@
 use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{JoinHandle, Thread};
 
 use crate::clock::Clock;
 
@@ -38,6 +38,9 @@ struct State {
     turn: Option<usize>,
     live: BTreeSet<usize>,
     kinds: Vec<Kind>,
+    /// Each actor's thread, once it runs: the one given the turn is woken alone (one
+    /// condition variable for all woke every actor at every yield point).
+    threads: Vec<Option<Thread>>,
     /// One chance in this of a crash at each yield point of a request (0: never).
     crash_one_in: u32,
     /// One chance in this that the ledger refuses an actor's write (0: never).
@@ -55,7 +58,6 @@ struct State {
 
 pub struct Sched {
     state: Mutex<State>,
-    turn_changed: Condvar,
     clock: Clock,
 }
 
@@ -73,6 +75,7 @@ impl Sched {
                 turn: None,
                 live: BTreeSet::new(),
                 kinds: Vec::new(),
+                threads: Vec::new(),
                 crash_one_in,
                 refuse_write_one_in,
                 refuse_until_ms: 0,
@@ -82,7 +85,6 @@ impl Sched {
                 steps: 0,
                 refused: 0,
             }),
-            turn_changed: Condvar::new(),
             clock: Clock::default(),
         })
     }
@@ -110,6 +112,7 @@ impl Sched {
         let id = {
             let mut s = self.lock();
             s.kinds.push(kind);
+            s.threads.push(None);
             let id = s.kinds.len() - 1;
             s.live.insert(id);
             id
@@ -120,6 +123,7 @@ impl Sched {
             .spawn(move || {
                 ME.with(|me| me.set(Some(id)));
                 sched.clock.enter();
+                sched.lock().threads[id] = Some(std::thread::current());
                 sched.wait_turn(id);
                 let ran = catch_unwind(AssertUnwindSafe(f));
                 if let Err(payload) = ran
@@ -135,11 +139,7 @@ impl Sched {
 
     /// Gives the first turn and waits until every actor has finished.
     pub fn run(&self, actors: Vec<JoinHandle<()>>) -> Result<(), String> {
-        {
-            let mut s = self.lock();
-            pick(&mut s);
-        }
-        self.turn_changed.notify_all();
+        self.lock().pass_turn();
         let mut failed = None;
         for a in actors {
             if let Err(e) = a.join() {
@@ -154,10 +154,11 @@ impl Sched {
         failed.map_or(Ok(()), Err)
     }
 
+    /// Waits for the turn (the calling thread is actor `id`): parked until the actor giving
+    /// the turn wakes it (an unpark before the park is kept, so none is lost).
     fn wait_turn(&self, id: usize) {
-        let mut s = self.lock();
-        while s.turn != Some(id) {
-            s = self.turn_changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        while self.lock().turn != Some(id) {
+            std::thread::park();
         }
     }
 
@@ -214,9 +215,8 @@ impl Sched {
                     std::panic::panic_any(Crash);
                 }
             }
-            pick(&mut s);
+            s.pass_turn();
         }
-        self.turn_changed.notify_all();
         self.wait_turn(id);
     }
 
@@ -247,9 +247,8 @@ impl Sched {
         {
             let mut s = self.lock();
             s.live.remove(&id);
-            pick(&mut s);
+            s.pass_turn();
         }
-        self.turn_changed.notify_all();
     }
 
     /// Crashes, yield points and refused writes so far.
@@ -259,13 +258,19 @@ impl Sched {
     }
 }
 
-/// Gives the turn to a live actor chosen by the generator (none left: nobody).
-fn pick(s: &mut State) {
-    let n = s.live.len();
-    s.turn = if n == 0 {
-        None
-    } else {
-        let k = s.rng.usize(0..n);
-        s.live.iter().nth(k).copied()
-    };
+impl State {
+    /// Gives the turn to a live actor chosen by the generator (none left: nobody), and wakes
+    /// it if its thread waits already (if not, it finds the turn its own when it starts).
+    fn pass_turn(&mut self) {
+        let n = self.live.len();
+        self.turn = if n == 0 {
+            None
+        } else {
+            let k = self.rng.usize(0..n);
+            self.live.iter().nth(k).copied()
+        };
+        if let Some(t) = self.turn.and_then(|id| self.threads[id].as_ref()) {
+            t.unpark();
+        }
+    }
 }
