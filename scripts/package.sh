@@ -6,6 +6,8 @@
 #
 #   scripts/package.sh            # release build, then target/debian/txrelay_*.deb
 #   scripts/package.sh --fast     # the same files, compressed faster (a larger .deb; CI's)
+#   scripts/package.sh --prepare  # only what the package needs first: cargo-deb installed if
+#                                 # missing, the release build (CI runs it while the tests run)
 #
 # Steps: `cargo build --release` of the packaged tools (scripts/release_build.sh); their man
 # pages and completions written by the tools (TXRELAY_GENERATE=DIR, cli/src/generate.rs) into
@@ -21,15 +23,17 @@ mapfile -t tools < <(bash scripts/release_build.sh --list)
 target=${CARGO_TARGET_DIR:-$root/target}
 
 deb_flags=()
+prepare=0
 case ${1:-} in
     -h | --help)
-        sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     --fast) deb_flags+=(--fast) ;;
+    --prepare) prepare=1 ;;
     "") ;;
     *)
-        echo "package.sh: unknown argument '$1' (usage: scripts/package.sh [--fast])" >&2
+        echo "package.sh: unknown argument '$1' (usage: scripts/package.sh [--fast | --prepare])" >&2
         exit 2
         ;;
 esac
@@ -41,6 +45,7 @@ fi
 
 echo "== scripts/release_build.sh: cargo build --release --locked ${tools[*]/#/-p }" >&2
 bash scripts/release_build.sh >&2
+((!prepare)) || exit 0
 
 docs="$target/release/txrelay-docs"
 echo "== man pages and completions in $docs" >&2
