@@ -90,11 +90,16 @@ fn requests_during_a_restart_get_e905_in_time_and_service_comes_back() {
         ms(restart_recovery)
     );
 
-    // 2. Down for a second, then up again.
+    // 2. Down for at least a second, then up again. The sender alone may not test the gap:
+    // its call in flight at the stop may have booked and be recording its 0000, retried
+    // until the server is back (a CI run on a loaded machine saw one call span the whole
+    // outage). So one new transfer is sent while the server is down: its claim cannot be
+    // written, and it must be answered E905 within the deadline.
     thread::sleep(Duration::from_millis(300));
     cluster.stop().expect("stop the server");
     let down = Instant::now();
-    thread::sleep(Duration::from_secs(1));
+    let in_the_gap = call(&relay.addr, &guid("restart-down"));
+    thread::sleep(Duration::from_secs(1).saturating_sub(down.elapsed()));
     cluster.start_again().expect("start the server again");
     let up2 = Instant::now();
     let back2 = sender
@@ -102,7 +107,8 @@ fn requests_during_a_restart_get_e905_in_time_and_service_comes_back() {
         .expect("a transfer booked after the server came back");
     let outage_recovery = back2.ended() - up2;
     thread::sleep(Duration::from_millis(300));
-    let calls = sender.finish();
+    let mut calls = sender.finish();
+    calls.push(in_the_gap);
 
     let in_gap = |c: &&Call| c.ended() >= down && c.started <= up2;
     let gap_e905: Vec<&Call> = calls
