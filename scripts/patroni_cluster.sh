@@ -83,6 +83,10 @@ postgresql:
   connect_address: 127.0.0.1:${pc_proxy_port[$node]}
   data_dir: $pc_dir/$node/data
   bin_dir: $pc_bin
+  # A node whose rewind fails is cloned again from the leader, rather than left down for the
+  # rest of the run (a throwaway cluster; its data is the leader's).
+  remove_data_directory_on_rewind_failure: true
+  remove_data_directory_on_diverged_timelines: true
   pgpass: $pc_dir/$node/pgpass
   authentication:
     superuser: {username: postgres, password: unused}
